@@ -1,0 +1,76 @@
+"""The ``catalog`` command: argument parsing and the one top-level error handler.
+
+Each sub-command lives in its own module of this package and exposes ``register(subparsers)``.
+Exit codes: 0 success, 1 a check failed, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from gpucatalog.catalog import errors, executor
+
+# Modules of this package that contribute sub-commands, in --help order.
+COMMAND_MODULES = (
+    "bundles",
+    "toolchain",
+)
+
+EPILOG = """examples:
+  catalog list
+  catalog render gpu-scheduling --profile sim --out /tmp/r
+  catalog validate gpu-scheduling --profile sim
+  catalog certify gpu-scheduling --cluster sim --evidence out/evidence
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse exits 2 itself; route through our handler for one consistent format.
+        raise errors.InputError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="catalog",
+        description="Certified, versioned bundles of GPU-cluster software.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--debug", action="store_true", help="echo external commands; show tracebacks")
+    parser.add_argument("--catalog-dir", help="catalog data folder (default: $CATALOG_DIR or the repo's catalog/)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        executor.set_debug(args.debug)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        rc: int = args.func(args)
+        return rc
+    except errors.CatalogError as err:
+        if debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        if isinstance(err, errors.CheckFailed):
+            for f in err.findings:
+                print(f"  {f}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

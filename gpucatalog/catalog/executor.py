@@ -1,0 +1,100 @@
+"""The one place gpu-catalog runs external commands (helm, kubectl, go, slurm tools …).
+
+Argument lists only, never shell strings, so user input can never be interpreted by a shell.
+With ``--debug`` every command is echoed as ``>>> helm template …`` on stderr. A failure raises
+:class:`ToolError` carrying the command and its stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gpucatalog.catalog import errors
+
+DEBUG = os.environ.get("CATALOG_DEBUG", "") not in ("", "0")
+
+
+def set_debug(on: bool) -> None:
+    global DEBUG
+    DEBUG = on
+
+
+def run(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input: str | bytes | None = None,
+    check: bool = True,
+    timeout: float | None = None,
+    text: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` to completion and capture its output.
+
+    ``env`` is added to the current environment. Raises ``ToolError`` when ``check`` and the
+    command exits non-zero, or when it cannot be started.
+    """
+    args = [os.fspath(a) for a in argv]
+    if DEBUG:
+        print(">>> " + " ".join(args), file=sys.stderr)
+    full_env = None
+    if env is not None:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    data: str | bytes | None = input
+    try:
+        proc = subprocess.run(  # noqa: S603 - argv list, no shell
+            args,
+            cwd=cwd,
+            env=full_env,
+            input=data,
+            capture_output=True,
+            text=text,
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise errors.ToolError(args, 127, f"executable not found: {exc.filename}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise errors.ToolError(args, 124, f"timed out after {timeout}s") from exc
+    if check and proc.returncode != 0:
+        raise errors.ToolError(args, proc.returncode, proc.stderr or proc.stdout or "")
+    return proc
+
+
+def spawn(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    log_path: Path,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    new_session: bool = True,
+) -> subprocess.Popen[bytes]:
+    """Start a long-running process with stdout+stderr appended to ``log_path``.
+
+    ``new_session`` puts it in its own process group so a supervisor can kill the whole tree.
+    """
+    args = [os.fspath(a) for a in argv]
+    if DEBUG:
+        print(">>> " + " ".join(args) + f"  (log: {log_path})", file=sys.stderr)
+    full_env = dict(os.environ)
+    if env is not None:
+        full_env.update(env)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        try:
+            return subprocess.Popen(  # noqa: S603 - argv list, no shell
+                args,
+                cwd=cwd,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=new_session,
+            )
+        except FileNotFoundError as exc:
+            raise errors.ToolError(args, 127, f"executable not found: {exc.filename}") from exc
