@@ -1,1 +1,1 @@
-"""Package."""
+"""Validators: static checks of rendered bundles, cluster providers, and conformance suites."""

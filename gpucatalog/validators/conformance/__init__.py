@@ -1,1 +1,7 @@
-"""Package."""
+"""Conformance suites. Each talks only to the Kubernetes API (and Slurm's), never to a provider,
+so the same suite runs on the sim cluster, kind, and a real GPU cluster.
+
+``SUITES`` maps a suite name to the module that implements ``run(ctx) -> SuiteResult``.
+"""
+
+SUITES: dict[str, str] = {}
