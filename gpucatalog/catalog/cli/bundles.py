@@ -1,0 +1,145 @@
+"""``catalog list / show / render / diff``: look at bundles and what they render to."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpucatalog.catalog import render, resolve
+from gpucatalog.catalog.cli import common
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = common.add_subparser(sub, "list", "list bundles and their versions", ["catalog list", "catalog list --json"])
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_list)
+
+    p = common.add_subparser(
+        sub, "show", "show a bundle's components, profiles and suites", ["catalog show gpu-scheduling@0.1.0"]
+    )
+    p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_show)
+
+    p = common.add_subparser(
+        sub,
+        "render",
+        "render a bundle's manifests and bundle.lock.json",
+        ["catalog render gpu-scheduling --profile sim --out /tmp/render", "catalog render slurm@0.1.0 --profile kind --out r --force"],
+    )
+    p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
+    p.add_argument("--profile", required=True, help="target cluster profile, e.g. sim or kind")
+    p.add_argument("--out", required=True, type=Path, help="output folder (replaced if it holds a previous render)")
+    p.add_argument("--force", action="store_true", help="overwrite a folder that is not a previous render")
+    p.add_argument("--json", action="store_true", help="print the lock as JSON")
+    p.set_defaults(func=cmd_render)
+
+    p = common.add_subparser(
+        sub,
+        "diff",
+        "show the rendered difference between two bundle versions",
+        ["catalog diff gpu-scheduling@0.1.0 gpu-scheduling@0.2.0 --profile sim"],
+    )
+    p.add_argument("a", metavar="BUNDLE@A")
+    p.add_argument("b", metavar="BUNDLE@B")
+    p.add_argument("--profile", default="sim", help="profile to render both with (default: sim)")
+    p.set_defaults(func=cmd_diff)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    cat = common.load(args)
+    names = sorted({n for (n, _v) in cat.bundles})
+    rows = [
+        {
+            "name": n,
+            "versions": cat.bundle_versions(n),
+            "description": cat.bundles[(n, cat.bundle_versions(n)[-1])].description,
+        }
+        for n in names
+    ]
+    if args.json:
+        common.print_json(rows)
+    else:
+        for r in rows:
+            print(f"{r['name']:20} {', '.join(r['versions']):20} {r['description']}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    cat = common.load(args)
+    b = resolve.find_bundle(cat, args.bundle)
+    ordered = resolve.order(b)
+    data: dict[str, Any] = {
+        "name": b.name,
+        "version": b.version,
+        "description": b.description,
+        "kubernetesVersion": b.kube_version,
+        "components": [
+            {
+                "name": c.name,
+                "version": c.version,
+                "namespace": c.namespace,
+                "release": c.release,
+                "dependsOn": list(c.depends_on),
+                "images": [i.ref for i in cat.versions[(c.name, c.version)].images]
+                if (c.name, c.version) in cat.versions
+                else [],
+            }
+            for c in ordered
+        ],
+        "profiles": sorted(b.profiles),
+        "suites": list(b.suites),
+    }
+    if args.json:
+        common.print_json(data)
+        return 0
+    print(f"{b.ref}  {b.description}\nKubernetes {b.kube_version}; profiles: {', '.join(data['profiles'])}")
+    print(f"suites: {', '.join(b.suites) or '(none)'}\ninstall order:")
+    for i, c in enumerate(data["components"], 1):
+        print(f"  {i}. {c['name']}@{c['version']} -> namespace {c['namespace']}")
+        for img in c["images"]:
+            print(f"       image {img}")
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    cat = common.load(args)
+    with common.progress(f"rendering {args.bundle} for profile {args.profile}"):
+        rb = render.render_bundle(cat, args.bundle, args.profile, args.out, force=args.force)
+    if args.json:
+        common.print_json(rb.lock)
+    else:
+        for c in rb.components:
+            print(f"{c.name:18} {c.version:10} {len(c.objects):4} objects  {args.out / c.name / render.MANIFESTS}")
+        print(f"digest {rb.digest}")
+        print(str(args.out / render.LOCK_FILE))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    cat = common.load(args)
+    with common.progress(f"rendering {args.a} and {args.b}"):
+        ra = render.render_bundle(cat, args.a, args.profile)
+        rb = render.render_bundle(cat, args.b, args.profile)
+    names = [c.name for c in ra.components] + [c.name for c in rb.components if c.name not in {x.name for x in ra.components}]
+    texts_a = {c.name: c.manifest_text for c in ra.components}
+    texts_b = {c.name: c.manifest_text for c in rb.components}
+    changed = False
+    for n in names:
+        diff = list(
+            difflib.unified_diff(
+                texts_a.get(n, "").splitlines(keepends=True),
+                texts_b.get(n, "").splitlines(keepends=True),
+                fromfile=f"{ra.ref}/{n}",
+                tofile=f"{rb.ref}/{n}",
+            )
+        )
+        if diff:
+            changed = True
+            sys.stdout.writelines(diff)
+    if not changed:
+        print(f"no rendered difference between {ra.ref} and {rb.ref} ({args.profile})")
+    return 0

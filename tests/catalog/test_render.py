@@ -1,0 +1,129 @@
+"""Rendering through the real helm binary: determinism, value layering, locks, bad input."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpucatalog.catalog import charts, errors, loader, render
+from gpucatalog.catalog.cli import main
+
+
+def _replicas(rb: render.RenderedBundle, comp: str) -> int:
+    c = next(c for c in rb.components if c.name == comp)
+    return int(c.objects[0]["spec"]["replicas"])
+
+
+def test_render_twice_is_byte_identical(mini_catalog: Path, tmp_path: Path) -> None:
+    cat = loader.load_catalog(mini_catalog)
+    a = render.render_bundle(cat, "mini", "sim", tmp_path / "a")
+    b = render.render_bundle(cat, "mini", "sim", tmp_path / "b")
+    assert a.digest == b.digest and a.digest.startswith("sha256:")
+    for name in ("bundle.lock.json", "alpha/manifests.yaml", "beta/manifests.yaml"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_values_layering_component_bundle_profile(mini_catalog: Path) -> None:
+    cat = loader.load_catalog(mini_catalog)
+    rb = render.render_bundle(cat, "mini", "sim")
+    assert _replicas(rb, "alpha") == 3  # profile overlay wins
+    assert _replicas(rb, "beta") == 2  # bundle value over chart default
+    assert _replicas(render.render_bundle(cat, "mini", "kind"), "alpha") == 1  # chart default
+    assert render.render_bundle(cat, "mini", "kind").digest != rb.digest
+
+
+def test_lock_records_every_input_digest(mini_catalog: Path, tmp_path: Path) -> None:
+    rb = render.render_bundle(loader.load_catalog(mini_catalog), "mini", "sim", tmp_path / "r")
+    lock = json.loads((tmp_path / "r" / "bundle.lock.json").read_text())
+    assert lock["digest"] == rb.digest
+    assert lock["kubernetesVersion"] == "1.36.3"
+    comp = lock["components"][0]
+    for key in ("chart", "values", "output"):
+        assert comp[key]["digest"].startswith("sha256:")
+    assert comp["images"] == [{"name": "app", "ref": "example.invalid/demo:1.0", "digest": None}]
+
+
+def test_chart_change_changes_digest(mini_catalog: Path) -> None:
+    cat = loader.load_catalog(mini_catalog)
+    before = render.render_bundle(cat, "mini", "sim").digest
+    tpl = mini_catalog.parent / "charts" / "demo" / "templates" / "deploy.yaml"
+    tpl.write_text(tpl.read_text().replace("app: {{ .Release.Name }}}}", "app: {{ .Release.Name }}, tier: x}}", 1))
+    assert render.render_bundle(cat, "mini", "sim").digest != before
+
+
+def test_values_violating_chart_schema_is_bad_input_and_writes_nothing(
+    mini_catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = mini_catalog / "bundles" / "mini" / "0.1.0.yaml"
+    f.write_text(f.read_text().replace("values: {replicas: 2}", "values: {replicas: -2}"))
+    out = tmp_path / "out"
+    assert main(["--catalog-dir", str(mini_catalog), "render", "mini", "--profile", "sim", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "values.schema.json" in err and "replicas" in err
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+def test_refuses_foreign_output_folder_without_force(mini_catalog: Path, tmp_path: Path) -> None:
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    cat = loader.load_catalog(mini_catalog)
+    with pytest.raises(errors.ConflictError, match="not a previous render"):
+        render.render_bundle(cat, "mini", "sim", out)
+    assert (out / "notes.txt").read_text() == "keep me"
+    render.render_bundle(cat, "mini", "sim", out, force=True)
+    assert (out / "bundle.lock.json").is_file() and not (out / "notes.txt").exists()
+    # A previous render is replaced without --force.
+    render.render_bundle(cat, "mini", "kind", out)
+    assert json.loads((out / "bundle.lock.json").read_text())["profile"] == "kind"
+
+
+def _remote_catalog(mini_catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str | None) -> Path:
+    cache = tmp_path / "chart-cache"
+    cache.mkdir()
+    tgz = cache / "demo-0.1.0.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(mini_catalog.parent / "charts" / "demo", arcname="demo")
+    monkeypatch.setenv("CATALOG_CHART_CACHE", str(cache))
+    f = mini_catalog / "components" / "alpha" / "1.0.0.yaml"
+    pinned = digest or charts.sha256_file(tgz)
+    f.write_text(
+        f.read_text().replace(
+            "chart: {path: charts/demo}",
+            f"chart: {{url: 'oci://registry.invalid/charts/demo', version: 0.1.0, digest: '{pinned}'}}",
+        )
+    )
+    return tgz
+
+
+def test_remote_chart_from_cache_with_matching_digest(
+    mini_catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tgz = _remote_catalog(mini_catalog, tmp_path, monkeypatch, None)
+    rb = render.render_bundle(loader.load_catalog(mini_catalog), "mini", "sim")
+    assert rb.lock["components"][0]["chart"]["digest"] == charts.sha256_file(tgz)
+    assert _replicas(rb, "alpha") == 3
+
+
+def test_remote_chart_digest_mismatch_is_refused(
+    mini_catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _remote_catalog(mini_catalog, tmp_path, monkeypatch, "sha256:" + "0" * 64)
+    with pytest.raises(errors.InputError, match="chart digest mismatch"):
+        render.render_bundle(loader.load_catalog(mini_catalog), "mini", "sim")
+
+
+def test_kustomize_overlay_is_applied_and_locked(mini_catalog: Path) -> None:
+    f = mini_catalog / "bundles" / "mini" / "0.1.0.yaml"
+    patch = {"target": {"kind": "Deployment"}, "patch": yaml.safe_dump([{"op": "add", "path": "/metadata/labels", "value": {"team": "ml"}}])}
+    f.write_text(f.read_text().replace("kind: {}", "kind: {kustomize: {alpha: {patches: [" + json.dumps(patch) + "]}}}"))
+    cat = loader.load_catalog(mini_catalog)
+    rb = render.render_bundle(cat, "mini", "kind")
+    alpha = next(c for c in rb.components if c.name == "alpha")
+    assert alpha.objects[0]["metadata"]["labels"] == {"team": "ml"}
+    assert rb.lock["components"][0]["kustomize"]["digest"].startswith("sha256:")
