@@ -57,6 +57,9 @@ class RenderedBundle:
     def ref(self) -> str:
         return f"{self.bundle}@{self.version}"
 
+    def lock_component(self, name: str) -> dict[str, Any]:
+        return next(c for c in self.lock["components"] if c["name"] == name)
+
 
 def canonical_json(data: Any) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()

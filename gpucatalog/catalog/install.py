@@ -1,0 +1,117 @@
+"""Install and uninstall a rendered bundle into a cluster through Helm (pyhelm3), in the
+bundle's order, waiting for readiness. Called by ``catalog install/uninstall`` and certify.
+
+A component is installed from its chart with exactly the values the render used, so the release
+matches the rendered digest. A component with a kustomize overlay is installed from its rendered
+manifests (wrapped as a one-template chart), because Helm cannot apply the overlay itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyhelm3
+import pyhelm3.errors
+
+from gpucatalog.catalog import errors, render
+from gpucatalog.toolchain import build
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Installed:
+    component: str
+    release: str
+    namespace: str
+    revision: int
+    seconds: float
+
+
+def _client(kubeconfig: Path | None) -> pyhelm3.Client:
+    return pyhelm3.Client(executable=str(build.ensure("helm")), kubeconfig=kubeconfig)
+
+
+def _wrap_rendered(comp: render.RenderedComponent, tmp: Path) -> Path:
+    """A chart whose only template is the component's rendered (overlaid) manifests."""
+    d = tmp / comp.name
+    (d / "templates").mkdir(parents=True)
+    (d / "Chart.yaml").write_text(f"apiVersion: v2\nname: {comp.name}\nversion: 0.0.0-rendered\n")
+    # Escape template delimiters: the manifests are final, helm must not evaluate them again.
+    text = comp.manifest_text.replace("{{", '{{ "{{" }}')
+    (d / "templates" / "rendered.yaml").write_text(text)
+    return d
+
+
+async def _install(
+    rb: render.RenderedBundle, kubeconfig: Path | None, timeout_s: int, say: Progress
+) -> list[Installed]:
+    client = _client(kubeconfig)
+    done: list[Installed] = []
+    with tempfile.TemporaryDirectory(prefix="catalog-install-") as tmp:
+        for comp in rb.components:
+            t0 = time.monotonic()
+            overlaid = rb.lock_component(comp.name).get("kustomize") is not None
+            ref = _wrap_rendered(comp, Path(tmp)) if overlaid else Path(comp.chart_dir)
+            say(f"installing {comp.name}@{comp.version} into namespace {comp.namespace}")
+            chart = await client.get_chart(ref)
+            try:
+                rev = await client.install_or_upgrade_release(
+                    comp.release,
+                    chart,
+                    {} if overlaid else comp.values,
+                    namespace=comp.namespace,
+                    create_namespace=True,
+                    wait=True,
+                    timeout=f"{timeout_s}s",
+                )
+            except pyhelm3.errors.Error as exc:
+                raise errors.CheckFailed(
+                    f"install of {comp.name} (release {comp.release} in {comp.namespace}) failed: "
+                    + (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)).strip()
+                ) from exc
+            done.append(Installed(comp.name, comp.release, comp.namespace, rev.revision, time.monotonic() - t0))
+    return done
+
+
+def install(
+    rb: render.RenderedBundle, kubeconfig: Path | None, *, timeout_s: int = 300, progress: Progress | None = None
+) -> list[Installed]:
+    """Install (or upgrade: re-running is idempotent) every component in order."""
+    return asyncio.run(_install(rb, kubeconfig, timeout_s, progress or (lambda _m: None)))
+
+
+async def _uninstall(rb: render.RenderedBundle, kubeconfig: Path | None, say: Progress) -> list[str]:
+    client = _client(kubeconfig)
+    removed = []
+    for comp in reversed(rb.components):
+        try:
+            await client.uninstall_release(comp.release, namespace=comp.namespace, wait=True)
+            removed.append(comp.name)
+            say(f"uninstalled {comp.name}")
+        except pyhelm3.errors.ReleaseNotFoundError:
+            say(f"{comp.name}: not installed")
+    return removed
+
+
+def uninstall(rb: render.RenderedBundle, kubeconfig: Path | None, *, progress: Progress | None = None) -> list[str]:
+    """Remove every component's release in reverse order; missing releases are skipped."""
+    return asyncio.run(_uninstall(rb, kubeconfig, progress or (lambda _m: None)))
+
+
+def plan_lines(rb: render.RenderedBundle) -> list[str]:
+    """What ``--dry-run`` prints: the ordered plan."""
+    lines = [f"plan for {rb.ref} (profile {rb.profile}, digest {rb.digest}):"]
+    for i, c in enumerate(rb.components, 1):
+        kinds: dict[str, Any] = {}
+        for o in c.objects:
+            kinds[o.get("kind", "?")] = kinds.get(o.get("kind", "?"), 0) + 1
+        summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        lines.append(f"  {i}. helm upgrade --install {c.release} ({c.name}@{c.version}) -n {c.namespace}: {summary}")
+    return lines
