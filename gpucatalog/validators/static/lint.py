@@ -16,8 +16,10 @@ from pathlib import Path
 from gpucatalog.catalog import errors, executor
 from gpucatalog.toolchain import build
 
-_LINE = re.compile(r"^\[(ERROR|WARNING|INFO)\]\s+(?:([^\s:][^:]*?):\s+)?(.*)$")
-_TEMPLATE_AT = re.compile(r"template: [^/\s]+/(\S+?):(\d+)(?::\d+)?:")
+_START = re.compile(r"^\[(ERROR|WARNING|INFO)\]\s+(?:([^:\s]*):\s?)?(.*)$")
+# helm names the failing template as "<chart>/templates/<file>:<line>[:<col>]".
+_TEMPLATE_AT = re.compile(r"[\w.-]+/(templates/[^\s:()]+):(\d+)")
+_END = re.compile(r"^(==> |\d+ chart\(s\) linted|Error: )")
 
 
 def lint_chart(
@@ -25,8 +27,12 @@ def lint_chart(
     values_files: Sequence[str | os.PathLike[str]] = (),
     *,
     kube_version: str | None = None,
+    component: str | None = None,
 ) -> list[errors.Finding]:
-    """Findings of ``helm lint CHART --values F …`` (empty when the chart is clean)."""
+    """Findings of ``helm lint CHART --values F …`` (empty when the chart is clean).
+
+    ``component`` names the findings (default: the chart folder's name).
+    """
     chart = Path(chart_dir)
     if not (chart / "Chart.yaml").is_file():
         raise errors.NotFoundError(f"{chart} is not a chart (no Chart.yaml)", path=str(chart))
@@ -38,27 +44,38 @@ def lint_chart(
     if kube_version:
         argv += ["--kube-version", kube_version]
     proc = executor.run(argv, check=False)
-    findings = parse_output(chart.name, proc.stdout + "\n" + proc.stderr)
+    name = component or chart.name
+    findings = parse_output(name, proc.stdout + "\n" + proc.stderr)
     if proc.returncode != 0 and not findings:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        findings.append(errors.Finding("helm-lint", f"helm lint failed: {tail[0]}", component=chart.name))
+        findings.append(errors.Finding("helm-lint", f"helm lint failed: {tail[0]}", component=name))
     return findings
 
 
 def parse_output(chart_name: str, text: str) -> list[errors.Finding]:
+    """Findings from helm lint's report; a message's indented continuation lines are joined."""
+    entries: list[tuple[str, str, list[str]]] = []  # (level, where, message lines)
+    for raw in text.splitlines():
+        line = raw.strip()
+        m = _START.match(line)
+        if m:
+            entries.append((m.group(1), m.group(2) or "", [m.group(3)]))
+        elif not line or _END.match(line):
+            entries.append(("", "", []))  # closes the previous entry
+        elif entries and entries[-1][0]:
+            entries[-1][2].append(line)
     out: list[errors.Finding] = []
-    for line in text.splitlines():
-        m = _LINE.match(line.strip())
-        if not m or m.group(1) == "INFO":
+    for level, where, lines in entries:
+        if level not in ("ERROR", "WARNING"):
             continue
-        _, where, message = m.groups()
-        obj, field = where or "", ""
+        message = " ".join(p for p in lines if p)
+        obj, field = where, ""
         at = _TEMPLATE_AT.search(message)
         if at:
             obj, field = at.group(1), f"line {at.group(2)}"
         out.append(
             errors.Finding(
-                "helm-lint", f"{m.group(1).lower()}: {message}", component=chart_name, obj=obj, field=field
+                "helm-lint", f"{level.lower()}: {message}", component=chart_name, obj=obj, field=field
             )
         )
     return out

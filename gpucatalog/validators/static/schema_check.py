@@ -85,15 +85,20 @@ class SchemaChecker:
         self.crd_kinds = crd_kinds
         self.external_kinds = external_kinds
         self._crd_validators: dict[tuple[str, str, str], Any] = {}
+        # Scope by (group, kind) over all versions, so an object of an unknown version of a
+        # known kind is still named with its namespace.
+        self._scope: dict[tuple[str, str], bool] = {}
+        for key, info in kube.kinds.items():
+            group_version, _, kind = key.rpartition("/")
+            self._scope[(objects.split_api_version(group_version)[0], kind)] = info.namespaced
 
     def namespaced(self, api_version: str, kind: str) -> bool | None:
         """Whether objects of this kind live in a namespace; None when the kind is unknown."""
-        group, version = objects.split_api_version(api_version)
+        group = objects.split_api_version(api_version)[0]
         crd = self.crd_kinds.get((group, kind))
         if crd is not None:
             return crd.namespaced
-        info = self.kube.kinds.get(objects.gvk_key(group, version, kind))
-        return info.namespaced if info is not None else None
+        return self._scope.get((group, kind))
 
     def check(self, t: Target) -> list[errors.Finding]:
         ident = t.ident
