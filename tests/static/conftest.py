@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.static import ComponentObjects, PolicyConfig, RbacWildcard, validate_objects
+from gpucatalog.validators.static import ComponentObjects, PolicyConfig, validate_objects
 
 KUBE = "1.36"
 
@@ -60,7 +60,7 @@ def validate() -> Validate:
         objs: list[dict[str, Any]],
         *,
         privileged: dict[str, str] | None = None,
-        rbac_wildcards: list[RbacWildcard] | None = None,
+        rbac_wildcards: dict[str, str] | None = None,
         pod_security: dict[str, Any] | None = None,
         policy: PolicyConfig | None = None,
         extra: list[ComponentObjects] | None = None,
@@ -70,7 +70,7 @@ def validate() -> Validate:
             namespace="demo-ns",
             objects=objs,
             privileged=privileged or {},
-            rbac_wildcards=rbac_wildcards or [],
+            rbac_wildcards=rbac_wildcards or {},
             pod_security=pod_security or {},
         )
         return validate_objects([comp, *(extra or [])], KUBE, policy or PolicyConfig())

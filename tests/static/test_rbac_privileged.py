@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpucatalog.validators.static import RbacWildcard
-
 POD = "spec.template.spec"
 
 
@@ -35,14 +33,12 @@ def test_wildcards_are_reported_per_entry(validate, where):
 
 def test_declared_wildcard_passes_only_with_a_reason(validate, where):
     role = cluster_role(apiGroups=["*"])
-    assert (
-        validate([role], rbac_wildcards=[RbacWildcard("ClusterRole/operator", "manages any CRD kind")]) == []
-    )
-    assert where(validate([role], rbac_wildcards=[RbacWildcard("ClusterRole/operator", " ")])) == {
+    assert validate([role], rbac_wildcards={"ClusterRole/operator": "manages any CRD kind"}) == []
+    assert where(validate([role], rbac_wildcards={"ClusterRole/operator": " "})) == {
         ("rbac-wildcard", "ClusterRole/operator", "rules[1].apiGroups[0]")
     }
     # A declaration for another object does not cover this one.
-    assert validate([role], rbac_wildcards=[RbacWildcard("Role/operator", "x")]) != []
+    assert validate([role], rbac_wildcards={"Role/operator": "x"}) != []
 
 
 def test_cluster_admin_binding(validate, where):

@@ -76,7 +76,6 @@ def test_facade_exports():
     assert sorted(static.__all__) == [
         "ComponentObjects",
         "PolicyConfig",
-        "RbacWildcard",
         "findings_from_json",
         "findings_to_json",
         "lint_chart",

@@ -9,8 +9,8 @@ Public API (used by ``catalog validate`` after rendering)::
     findings_from_json(text) -> list[errors.Finding]
 
 ``ComponentObjects`` (one per component: name, release namespace, the rendered objects as plain
-dicts, and its declarations: ``privileged`` "Kind/name" -> why, ``rbac_wildcards`` as
-``RbacWildcard(obj, reason)``, ``pod_security`` namespace -> privileged|baseline|restricted) and
+dicts, and its declarations: ``privileged`` "Kind/name" -> why, ``rbac_wildcards`` "Kind/name"
+-> why, ``pod_security`` namespace -> privileged|baseline|restricted) and
 ``PolicyConfig`` are in ``types``. ``kube_version`` is ``1.36``, ``v1.36`` or ``v1.36.3``.
 
 ``validate_objects`` returns every finding, sorted by component, object, field and rule; an
@@ -44,13 +44,12 @@ The Kubernetes schemas are converted once per version and cached under
 
 from gpucatalog.validators.static.lint import lint_chart
 from gpucatalog.validators.static.report import findings_from_json, findings_to_json
-from gpucatalog.validators.static.types import ComponentObjects, PolicyConfig, RbacWildcard
+from gpucatalog.validators.static.types import ComponentObjects, PolicyConfig
 from gpucatalog.validators.static.validate import validate_objects
 
 __all__ = [
     "ComponentObjects",
     "PolicyConfig",
-    "RbacWildcard",
     "findings_from_json",
     "findings_to_json",
     "lint_chart",

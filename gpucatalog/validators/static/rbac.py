@@ -3,7 +3,7 @@
 Called by ``validate`` for Roles, ClusterRoles and their bindings. Rule ``rbac-wildcard``: a
 ``*`` (or a pattern with ``*``) in a rule's verbs, apiGroups, resources or nonResourceURLs, and
 a binding to ``cluster-admin`` (the built-in all-wildcard role). Declarations are
-``ComponentObjects.rbac_wildcards`` entries naming ``"Kind/name"`` with a non-empty reason.
+``ComponentObjects.rbac_wildcards``: ``"Kind/name"`` -> a non-empty reason.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
 
 
 def _declared(t: Target) -> bool:
-    return any(w.obj == t.ident.short and w.reason.strip() for w in t.component.rbac_wildcards)
+    return bool(t.component.rbac_wildcards.get(t.ident.short, "").strip())
 
 
 def check(t: Target) -> Iterator[errors.Finding]:

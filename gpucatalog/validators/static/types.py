@@ -17,18 +17,6 @@ LEVELS: tuple[PodSecurityLevel, ...] = ("privileged", "baseline", "restricted")
 
 
 @dataclass(frozen=True)
-class RbacWildcard:
-    """A declared, justified use of ``*`` in RBAC.
-
-    ``obj`` is ``"Kind/name"`` of a Role, ClusterRole, RoleBinding or ClusterRoleBinding (the
-    bindings only matter for a ``roleRef`` to ``cluster-admin``); ``reason`` says why it is needed.
-    """
-
-    obj: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class ComponentObjects:
     """One component of a rendered bundle, as the static validators see it.
 
@@ -40,7 +28,8 @@ class ComponentObjects:
 
     - ``privileged``: ``"Kind/name"`` -> why that workload needs privileged mode, hostPath,
       hostNetwork, hostPID or hostIPC;
-    - ``rbac_wildcards``: the Roles/ClusterRoles allowed to use ``*``, each with a reason;
+    - ``rbac_wildcards``: ``"Kind/name"`` -> why that Role/ClusterRole needs ``*`` (or why that
+      RoleBinding/ClusterRoleBinding binds ``cluster-admin``);
     - ``pod_security``: namespace -> Pod Security Standards level its pods must meet.
     """
 
@@ -48,7 +37,7 @@ class ComponentObjects:
     namespace: str
     objects: list[dict[str, Any]]
     privileged: dict[str, str] = field(default_factory=dict)
-    rbac_wildcards: list[RbacWildcard] = field(default_factory=list)
+    rbac_wildcards: dict[str, str] = field(default_factory=dict)
     pod_security: dict[str, PodSecurityLevel] = field(default_factory=dict)
 
 
