@@ -89,3 +89,47 @@ def test_policy_knobs(validate, deployment):
     del deployment["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert validate([deployment], policy=PolicyConfig(disabled_rules=frozenset({"resource-requests"}))) == []
     assert validate([deployment], policy=PolicyConfig(required_requests=())) == []
+
+
+def test_image_fields_of_custom_resources(validate, where):
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "nodesets.slurm.example"},
+        "spec": {
+            "group": "slurm.example",
+            "names": {"kind": "NodeSet", "plural": "nodesets"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    nodeset = {
+        "apiVersion": "slurm.example/v1",
+        "kind": "NodeSet",
+        "metadata": {"name": "gpu"},
+        "spec": {
+            "slurmd": {"image": "ghcr.example/slurmd:25.05"},
+            "logfile": {"image": "alpine:latest"},
+            "template": {"spec": {"initContainers": [{"name": "i", "image": "busybox"}]}},
+        },
+    }
+    # Only custom resources are searched: a ConfigMap key called "image" is just data.
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"image": "nginx"}}
+    assert where(validate([crd, nodeset, cm])) == {
+        ("image-latest", "NodeSet/demo-ns/gpu", "spec.logfile.image"),
+        ("image-untagged", "NodeSet/demo-ns/gpu", "spec.template.spec.initContainers[0].image"),
+    }

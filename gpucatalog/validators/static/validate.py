@@ -32,7 +32,8 @@ def validate_objects(
 ) -> list[errors.Finding]:
     kube = openapi.load(kube_version)
     everything = [o for c in components for o in c.objects if isinstance(o, dict)]
-    checker = schema_check.SchemaChecker(kube, crds.collect(everything), policy.external_kinds)
+    crd_kinds = crds.collect(everything)
+    checker = schema_check.SchemaChecker(kube, crd_kinds, policy.external_kinds)
     levels = podsecurity.namespace_levels(components, everything)
     findings: list[errors.Finding] = []
     owners: dict[tuple[str, str, str, str], str] = {}
@@ -51,7 +52,7 @@ def validate_objects(
                 )
             owners.setdefault(key, comp.name)
             findings += checker.check(t)
-            findings += images.check(t)
+            findings += images.check(t, custom=(ident.group, ident.kind) in crd_kinds)
             findings += requests.check(t, policy)
             findings += privileged.check(t)
             findings += rbac.check(t)
