@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 
@@ -9,7 +10,7 @@ import pytest
 
 import gpucatalog.validators.static as static
 from gpucatalog.catalog import errors
-from gpucatalog.validators.static import openapi
+from gpucatalog.validators.static import ComponentObjects, openapi
 
 
 def test_findings_json_round_trip(validate, deployment):
@@ -26,11 +27,25 @@ def test_findings_json_round_trip(validate, deployment):
         found[0].rule = "other"  # type: ignore[misc]
 
 
-def test_findings_are_sorted(validate, deployment):
+def test_findings_keep_component_order_then_sort(validate, deployment):
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx"
     deployment["spec"]["replicas"] = "x"
-    found = validate([deployment])
-    assert found == sorted(found, key=lambda f: (f.component, f.obj, f.field, f.rule, f.message))
+    later = copy.deepcopy(deployment)
+    later["metadata"]["name"] = "api"
+    found = validate([deployment], extra=[ComponentObjects("a-second", "demo-ns", [later])])
+    assert [f.component for f in found] == ["demo"] * 2 + ["a-second"] * 2
+    assert found[:2] == sorted(found[:2], key=lambda f: (f.obj, f.field, f.rule))
+    assert [f.field for f in found[:2]] == ["spec.replicas", "spec.template.spec.containers[0].image"]
+
+
+def test_disabled_rules_and_families(validate, deployment):
+    deployment["spec"]["template"]["spec"]["hostNetwork"] = True
+    policy = static.PolicyConfig(disabled_rules=frozenset({"pod-security", "privileged-undeclared"}))
+    assert validate([deployment], policy=policy) == []
+    assert {f.rule for f in validate([deployment])} == {
+        "pod-security/host-namespaces",
+        "privileged-undeclared",
+    }
 
 
 @pytest.mark.parametrize(

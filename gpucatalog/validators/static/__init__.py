@@ -13,8 +13,8 @@ dicts, and its declarations: ``privileged`` "Kind/name" -> why, ``rbac_wildcards
 -> why, ``pod_security`` namespace -> privileged|baseline|restricted) and
 ``PolicyConfig`` are in ``types``. ``kube_version`` is ``1.36``, ``v1.36`` or ``v1.36.3``.
 
-``validate_objects`` returns every finding, sorted by component, object, field and rule; an
-empty list means the bundle passed. Each ``Finding`` names ``component``, ``obj``
+``validate_objects`` returns every finding, in the order of ``components``, then sorted by
+object, field and rule; an empty list means the bundle passed. Each ``Finding`` names ``component``, ``obj``
 (``Kind/namespace/name``, ``Kind/name`` when cluster-scoped), ``field`` (a JSON path such as
 ``spec.template.spec.containers[0].image``) and ``rule``:
 

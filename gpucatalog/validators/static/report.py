@@ -1,7 +1,7 @@
 """Findings as JSON (``catalog validate --json``) and back.
 
 Each finding becomes ``{"rule", "component", "object", "field", "message"}``; the list keeps the
-order ``validate_objects`` returns (sorted by component, object, field, rule).
+order ``validate_objects`` returns (components in bundle order, then object, field, rule).
 """
 
 from __future__ import annotations

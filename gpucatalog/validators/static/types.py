@@ -50,7 +50,7 @@ class PolicyConfig:
     required_requests: tuple[str, ...] = ("cpu", "memory")
     # Level for a namespace no component declares and no rendered Namespace labels.
     default_pod_security: PodSecurityLevel = "baseline"
-    # Rule ids to skip entirely, e.g. {"resource-requests"}.
+    # Rule ids to skip entirely, e.g. {"resource-requests"}; "pod-security" skips all its checks.
     disabled_rules: frozenset[str] = frozenset()
     # "group/version/Kind" (core group: "v1/Kind") that the target cluster provides although
     # the bundle does not install their CRDs; their objects are not schema-checked.

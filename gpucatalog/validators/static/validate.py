@@ -58,8 +58,11 @@ def validate_objects(
             findings += rbac.check(t)
             level = levels.get(ident.namespace, policy.default_pod_security)
             findings += podsecurity.check(t, level)
-    kept = [f for f in findings if f.rule not in policy.disabled_rules]
-    return sorted(kept, key=lambda f: (f.component, f.obj, f.field, f.rule, f.message))
+    off = policy.disabled_rules
+    kept = [f for f in findings if f.rule not in off and f.rule.split("/")[0] not in off]
+    # Components keep the bundle's (install) order; within one, findings sort by object and field.
+    order = {c.name: i for i, c in reversed(list(enumerate(components)))}
+    return sorted(kept, key=lambda f: (order.get(f.component, len(order)), f.obj, f.field, f.rule, f.message))
 
 
 def _identify(
