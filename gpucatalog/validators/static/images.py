@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.static import objects
-from gpucatalog.validators.static.target import Target
+from gpucatalog.validators.static import objects, target
 
 
 def split_image(ref: str) -> tuple[str, str | None, str | None]:
@@ -32,7 +31,7 @@ def split_image(ref: str) -> tuple[str, str | None, str | None]:
     return name, tag or None, digest or None
 
 
-def check(t: Target, *, custom: bool = False) -> Iterator[errors.Finding]:
+def check(t: target.Target, *, custom: bool = False) -> Iterator[errors.Finding]:
     """Findings for the containers of a workload, or every ``image`` field of a custom resource."""
     tpl = objects.pod_template(t.obj)
     if tpl is not None:
@@ -55,7 +54,7 @@ def _image_fields(node: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tupl
             yield from _image_fields(v, (*path, i))
 
 
-def _check_ref(t: Target, path: tuple[str | int, ...], image: Any) -> Iterator[errors.Finding]:
+def _check_ref(t: target.Target, path: tuple[str | int, ...], image: Any) -> Iterator[errors.Finding]:
     if not isinstance(image, str) or not image.strip():
         yield t.finding("image-untagged", path, "container has no image")
         return

@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.static import objects, types
-from gpucatalog.validators.static.target import Target
+from gpucatalog.validators.static import objects, target, types
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
@@ -78,7 +77,7 @@ def namespace_levels(
     return {ns: types.LEVELS[max(types.LEVELS.index(lv) for lv in lvls)] for ns, lvls in wanted.items()}  # type: ignore[arg-type]
 
 
-def check(t: Target, level: types.PodSecurityLevel) -> Iterator[errors.Finding]:
+def check(t: target.Target, level: types.PodSecurityLevel) -> Iterator[errors.Finding]:
     tpl = objects.pod_template(t.obj)
     if tpl is None or level == "privileged":
         return

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.static import objects
-from gpucatalog.validators.static.target import Target
+from gpucatalog.validators.static import objects, target
 
 HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
 
@@ -36,7 +35,7 @@ def host_access(tpl: objects.PodTemplate) -> Iterator[tuple[tuple[str | int, ...
             )
 
 
-def check(t: Target) -> Iterator[errors.Finding]:
+def check(t: target.Target) -> Iterator[errors.Finding]:
     tpl = objects.pod_template(t.obj)
     if tpl is None:
         return

@@ -11,18 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.static.target import Target
+from gpucatalog.validators.static import target
 
 RULE_FIELDS = ("verbs", "apiGroups", "resources", "nonResourceURLs")
 ROLE_KINDS = ("Role", "ClusterRole")
 BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
 
 
-def _declared(t: Target) -> bool:
+def _declared(t: target.Target) -> bool:
     return bool(t.component.rbac_wildcards.get(t.ident.short, "").strip())
 
 
-def check(t: Target) -> Iterator[errors.Finding]:
+def check(t: target.Target) -> Iterator[errors.Finding]:
     if t.ident.group != "rbac.authorization.k8s.io" or _declared(t):
         return
     if t.ident.kind in ROLE_KINDS:

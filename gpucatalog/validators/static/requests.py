@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.static import objects, types
-from gpucatalog.validators.static.target import Target
+from gpucatalog.validators.static import objects, target, types
 
 
-def check(t: Target, policy: types.PolicyConfig) -> Iterator[errors.Finding]:
+def check(t: target.Target, policy: types.PolicyConfig) -> Iterator[errors.Finding]:
     tpl = objects.pod_template(t.obj)
     if tpl is None or not policy.required_requests:
         return

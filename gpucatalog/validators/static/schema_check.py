@@ -21,8 +21,7 @@ import jsonschema
 from jsonschema import validators
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.static import crds, objects, openapi
-from gpucatalog.validators.static.target import Target
+from gpucatalog.validators.static import crds, objects, openapi, target
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}
 
@@ -100,7 +99,7 @@ class SchemaChecker:
             return crd.namespaced
         return self._scope.get((group, kind))
 
-    def check(self, t: Target) -> list[errors.Finding]:
+    def check(self, t: target.Target) -> list[errors.Finding]:
         ident = t.ident
         if ident.gvk in self.external_kinds:
             return []
@@ -120,7 +119,7 @@ class SchemaChecker:
         validator = _builtin_validator(self.kube.version, info.definition)
         return list(_findings(t, "k8s-schema", validator.iter_errors(t.obj)))
 
-    def _check_custom(self, t: Target, crd: crds.CrdKind) -> list[errors.Finding]:
+    def _check_custom(self, t: target.Target, crd: crds.CrdKind) -> list[errors.Finding]:
         version = t.ident.version
         if version in crd.unserved:
             return [
@@ -146,7 +145,9 @@ class SchemaChecker:
         return list(_findings(t, "crd-schema", validator.iter_errors(t.obj)))
 
 
-def _findings(t: Target, rule: str, errs: Iterator[jsonschema.ValidationError]) -> Iterator[errors.Finding]:
+def _findings(
+    t: target.Target, rule: str, errs: Iterator[jsonschema.ValidationError]
+) -> Iterator[errors.Finding]:
     for err in errs:
         path = list(err.absolute_path)
         inst = err.instance

@@ -22,9 +22,9 @@ from gpucatalog.validators.static import (
     rbac,
     requests,
     schema_check,
+    target,
     types,
 )
-from gpucatalog.validators.static.target import Target
 
 
 def validate_objects(
@@ -45,7 +45,7 @@ def validate_objects(
                 continue
             assert isinstance(raw, dict)
             key = (ident.group, ident.kind, ident.namespace, ident.name)
-            t = Target(comp, ident, objects.strip_nulls(raw))
+            t = target.Target(comp, ident, objects.strip_nulls(raw))
             if key in owners:
                 findings.append(
                     t.finding("duplicate-object", [], f"also rendered by component {owners[key]!r}")
