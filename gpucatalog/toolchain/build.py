@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import time
@@ -167,7 +168,8 @@ def ensure_all(progress: Callable[[str], None] | None = None) -> dict[str, Path]
 def module_dir(module: str, version: str) -> Path:
     """The unpacked source of a pinned Go module (for data it ships, e.g. Kubernetes' OpenAPI spec)."""
     proc = executor.run(["go", "mod", "download", "-json", f"{module}@{version}"], env={"GOFLAGS": "-mod=mod"})
-    info: dict[str, Any] = yaml.safe_load(proc.stdout)
+    # go prints JSON indented with tabs, which YAML does not accept.
+    info: dict[str, Any] = json.loads(proc.stdout)
     if not info.get("Dir"):
         raise errors.ToolError(["go", "mod", "download", module], 1, str(info.get("Error", "no Dir")))
     return Path(info["Dir"])
