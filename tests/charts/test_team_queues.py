@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucatalog.validators.static import kai_rules
 from tests.charts.conftest import CHARTS, Render
 
 SKIP_SCHEMA = "--skip-schema-validation"
@@ -136,3 +137,9 @@ def test_unknown_field_is_rejected_by_the_schema(render_error: Any) -> None:
     spec = _spec({"name": "d", "gpu": {"quota": 2, "guaranteed": 1}})
     err = render_error("team-queues", spec)
     assert "guaranteed" in err and "additional properties" in err
+
+
+@pytest.mark.parametrize("path", sorted((CHARTS / "team-queues/ci").glob("*-values.yaml")), ids=lambda p: p.name)
+def test_rendered_queues_pass_the_static_kai_rules(render: Render, path: Path) -> None:
+    docs = render("team-queues", yaml.safe_load(path.read_text()) or {})
+    assert kai_rules.check_queues(docs, component="team-queues") == []
