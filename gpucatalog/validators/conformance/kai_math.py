@@ -1,0 +1,138 @@
+"""Pure arithmetic behind the KAI conformance suites, kept free of any cluster access so it can
+be unit-tested: GPU placement accounting and the oversubscription check, KAI's fair-share split
+of GPUs between queues, and latency percentiles.
+
+Called by ``fractional_gpu``, ``quota_reclaim`` and ``gang``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+# Fractions of one GPU add up in binary floats (0.1 + 0.2 > 0.3); compare with this slack.
+EPSILON = 1e-6
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one pod got its GPU share.
+
+    ``gpu`` identifies the device: for a fraction pod the GPU group KAI labelled it with
+    (``runai-gpu-group``), or the GPU's id when the reservation pod reported one; empty for a
+    whole-GPU pod (the device plugin, not KAI, picks the device). ``fraction`` is the share of
+    one device (0 < f < 1); ``gpus`` the number of whole devices.
+    """
+
+    pod: str
+    node: str
+    gpu: str = ""
+    fraction: float = 0.0
+    gpus: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {"pod": self.pod, "node": self.node, "gpu": self.gpu or None,
+                "fraction": self.fraction or None, "gpus": self.gpus or None}
+
+
+def devices_used(placements: Iterable[Placement]) -> dict[str, float]:
+    """Devices in use per node: whole GPUs plus one device per distinct shared GPU."""
+    whole: dict[str, int] = {}
+    shared: dict[str, set[str]] = {}
+    for p in placements:
+        if p.gpus:
+            whole[p.node] = whole.get(p.node, 0) + p.gpus
+        if p.fraction:
+            shared.setdefault(p.node, set()).add(p.gpu)
+    return {n: float(whole.get(n, 0) + len(shared.get(n, set()))) for n in set(whole) | set(shared)}
+
+
+def oversubscription(placements: Sequence[Placement], capacity: Mapping[str, int]) -> list[str]:
+    """Every way ``placements`` overcommit GPUs; empty when none does.
+
+    A shared GPU may not carry more than one device's worth of fractions, and a node may not
+    use more devices (whole GPUs + shared GPUs) than it has.
+    """
+    problems: list[str] = []
+    per_gpu: dict[tuple[str, str], list[Placement]] = {}
+    for p in placements:
+        if p.fraction and not p.gpu:
+            problems.append(f"fraction pod {p.pod} on {p.node} carries no GPU group")
+        if p.fraction:
+            per_gpu.setdefault((p.node, p.gpu), []).append(p)
+    for (node, gpu), pods in sorted(per_gpu.items()):
+        total = sum(p.fraction for p in pods)
+        if total > 1.0 + EPSILON:
+            names = ", ".join(f"{p.pod}={p.fraction:g}" for p in pods)
+            problems.append(f"GPU {gpu} on {node} carries {total:g} of a device ({names})")
+    for node, used in sorted(devices_used(placements).items()):
+        have = capacity.get(node, 0)
+        if used > have:
+            problems.append(f"node {node} uses {used:g} GPUs but has {have}")
+    return problems
+
+
+@dataclass(frozen=True)
+class QueueShare:
+    """One queue's inputs to the fair-share split of a single resource."""
+
+    quota: float
+    weight: float
+    request: float
+    limit: float = -1.0  # -1: no limit
+
+
+def fair_share(capacity: float, queues: Mapping[str, QueueShare]) -> dict[str, float]:
+    """KAI's split of ``capacity`` between sibling queues (proportion plugin, one level).
+
+    Phase 1 gives each queue ``min(quota, request)``; phase 2 hands out what is left in
+    proportion to ``overQuotaWeight`` (water-filling: a queue that asks for less, or reaches its
+    limit, returns the rest to the others). Queue priority buckets are not modelled (all equal).
+    """
+    share: dict[str, float] = {}
+    for name, q in queues.items():
+        cap = q.request if q.limit < 0 else min(q.request, q.limit)
+        share[name] = max(0.0, min(q.quota, cap)) if q.quota >= 0 else cap
+    left = capacity - sum(share.values())
+    hungry = {n for n, q in queues.items() if _room(q, share[n]) > EPSILON and q.weight > 0}
+    while left > EPSILON and hungry:
+        total_w = sum(queues[n].weight for n in hungry)
+        grant = {n: left * queues[n].weight / total_w for n in hungry}
+        given = 0.0
+        for n in sorted(hungry):
+            g = min(grant[n], _room(queues[n], share[n]))
+            share[n] += g
+            given += g
+        left -= given
+        hungry = {n for n in hungry if _room(queues[n], share[n]) > EPSILON}
+        if given <= EPSILON:
+            break
+    return share
+
+
+def _room(q: QueueShare, have: float) -> float:
+    cap = q.request if q.limit < 0 else min(q.request, q.limit)
+    return max(0.0, cap - have)
+
+
+def whole_units(share: Mapping[str, float]) -> dict[str, int]:
+    """The whole pods (of one GPU each) a queue is sure to get out of a fractional fair share."""
+    return {n: math.floor(v + EPSILON) for n, v in share.items()}
+
+
+def percentile(samples: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of ``samples``; raises ValueError when empty."""
+    if not samples:
+        raise ValueError("no samples")
+    if not 0 <= pct <= 100:
+        raise ValueError(f"percentile {pct} outside 0..100")
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def latency_summary(samples: Sequence[float]) -> dict[str, float | int]:
+    """p50/p95/max of latency samples in seconds, for the report."""
+    return {"count": len(samples), "p50": round(percentile(samples, 50), 3),
+            "p95": round(percentile(samples, 95), 3), "max": round(max(samples), 3)}

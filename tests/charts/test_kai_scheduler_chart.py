@@ -1,0 +1,203 @@
+"""kai-scheduler (thin chart): pinned images, least-privilege RBAC, requests, values schema, and
+the CRDs written here (a Queue with a wrong field fails their schema)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.charts.conftest import CHARTS, Render
+
+KAI_VERSION = "v0.16.8"
+REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"
+CRD_DIR = CHARTS / "kai-scheduler/crds"
+
+
+def _by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _config(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (cfg,) = _by_kind(docs, "Config")
+    return cfg
+
+
+def closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """A CRD's structural schema as JSON Schema with unknown fields rejected: the API server
+    prunes them silently, so a validator must treat every object that lists properties (and
+    does not preserve unknown fields) as closed."""
+    out = copy.deepcopy(schema)
+    out.pop("x-kubernetes-int-or-string", None)
+    if "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields"):
+        out.setdefault("additionalProperties", False)
+        out["properties"] = {k: closed(v) for k, v in out["properties"].items()}
+    if isinstance(out.get("items"), dict):
+        out["items"] = closed(out["items"])
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = closed(out["additionalProperties"])
+    if out.get("nullable"):
+        out = {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+def crd_validator(name: str) -> jsonschema.Draft202012Validator:
+    crd = yaml.safe_load((CRD_DIR / name).read_text())
+    (version,) = crd["spec"]["versions"]
+    return jsonschema.Draft202012Validator(closed(version["schema"]["openAPIV3Schema"]))
+
+
+def test_every_image_is_pinned_to_the_kai_release(render: Render) -> None:
+    docs = render("kai-scheduler")
+    (operator,) = _by_kind(docs, "Deployment")
+    (container,) = operator["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"{REGISTRY}/operator:{KAI_VERSION}"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["MS_REPOSITORY"] == REGISTRY and env["MS_TAG"] == KAI_VERSION
+    spec = _config(docs)["spec"]
+    images = {(s["service"]["image"]["name"], s["service"]["image"]["tag"], s["service"]["image"]["repository"])
+              for k, s in spec.items() if isinstance(s, dict) and "image" in s.get("service", {})}
+    rr = spec["binder"]["resourceReservation"]["image"]
+    images.add((rr["name"], rr["tag"], rr["repository"]))
+    assert {i[0] for i in images} == {"scheduler", "binder", "admission", "podgrouper", "podgroupcontroller",
+                                      "queuecontroller", "resourcereservation"}
+    assert {i[1] for i in images} == {KAI_VERSION} and {i[2] for i in images} == {REGISTRY}
+
+
+def test_operator_args_and_namespace(render: Render) -> None:
+    docs = render("kai-scheduler")
+    (operator,) = _by_kind(docs, "Deployment")
+    args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    # KAI's operator defaults --namespace to runai-engine; it must be the release namespace.
+    assert "--namespace=kai-scheduler" in args and "--leader-elect=false" in args
+    assert _config(docs)["spec"]["namespace"] == "kai-scheduler"
+
+
+def test_rbac_has_no_wildcards_and_writes_leases_only_locally(render: Render) -> None:
+    docs = render("kai-scheduler")
+    roles = _by_kind(docs, "ClusterRole") + _by_kind(docs, "Role")
+    assert roles
+    for role in roles:
+        for rule in role["rules"]:
+            for key in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert "*" not in rule.get(key, []), (role["metadata"]["name"], rule)
+    for role in _by_kind(docs, "ClusterRole"):
+        for rule in role["rules"]:
+            assert "leases" not in rule["resources"], role["metadata"]["name"]
+            assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
+    bound = {(b["roleRef"]["name"], b["subjects"][0]["name"])
+             for b in _by_kind(docs, "ClusterRoleBinding") + _by_kind(docs, "RoleBinding")}
+    # The ServiceAccount names KAI's operator gives its components.
+    for role, sa in [("kai-scheduler", "scheduler"), ("kai-binder", "binder"), ("kai-admission", "admission"),
+                     ("kai-podgrouper", "pod-grouper"), ("kai-podgroupcontroller", "podgroup-controller"),
+                     ("kai-queuecontroller", "queue-controller"), ("kai-operator", "kai-operator"),
+                     ("kai-resource-reservation", "kai-resource-reservation")]:
+        assert (role, sa) in bound
+
+
+def test_podgrouper_owner_rules_come_from_values(render: Render) -> None:
+    values = yaml.safe_load((CHARTS / "kai-scheduler/ci/kubeflow-values.yaml").read_text())
+    docs = render("kai-scheduler", values)
+    (grouper,) = [r for r in _by_kind(docs, "ClusterRole") if r["metadata"]["name"] == "kai-podgrouper"]
+    kubeflow = [r for r in grouper["rules"] if r["apiGroups"] == ["kubeflow.org"]]
+    assert {"pytorchjobs", "mpijobs"} <= set(kubeflow[0]["resources"])
+    assert kubeflow[1]["resources"] == ["pytorchjobs/finalizers", "mpijobs/finalizers"]
+    shard = _by_kind(docs, "SchedulingShard")[0]
+    assert shard["spec"]["placementStrategy"] == {"gpu": "spread", "cpu": "spread"}
+    assert shard["spec"]["args"] == {"schedule-period": "500ms"}
+
+
+def test_every_workload_and_component_sets_resource_requests(render: Render) -> None:
+    docs = render("kai-scheduler")
+    for dep in _by_kind(docs, "Deployment"):
+        for c in dep["spec"]["template"]["spec"]["containers"]:
+            assert {"cpu", "memory"} <= set(c["resources"]["requests"])
+    spec = _config(docs)["spec"]
+    for key in ("scheduler", "binder", "admission", "podGrouper", "podGroupController", "queueController"):
+        assert {"cpu", "memory"} <= set(spec[key]["service"]["resources"]["requests"]), key
+
+
+def test_gpu_sharing_follows_values(render: Render) -> None:
+    assert _config(render("kai-scheduler"))["spec"]["admission"]["gpuSharing"] is True
+    off = yaml.safe_load((CHARTS / "kai-scheduler/ci/sharing-off-values.yaml").read_text())
+    assert _config(render("kai-scheduler", off))["spec"]["admission"]["gpuSharing"] is False
+
+
+def test_crds_are_installed_with_the_chart(render: Render) -> None:
+    docs = render("kai-scheduler", None, "--include-crds")
+    names = {d["metadata"]["name"] for d in _by_kind(docs, "CustomResourceDefinition")}
+    assert names == {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "bindrequests.scheduling.run.ai",
+                     "configs.kai.scheduler", "schedulingshards.kai.scheduler", "topologies.kai.scheduler"}
+
+
+@pytest.mark.parametrize("values,needle", [
+    ({"kai": {"version": "latest"}}, "/kai/version"),
+    ({"components": {"binder": {"enabled": True, "resources": {"requests": None}}}}, "requests"),
+    ({"scheduler": {"placementStrategy": "random"}}, "/scheduler/placementStrategy"),
+    ({"podGrouper": {"extraOwnerRules": [{"apiGroups": ["*"], "resources": ["jobs"]}]}}, "extraOwnerRules"),
+    ({"gpuSharin": True}, "gpuSharin"),
+])
+def test_values_schema_rejects_bad_values(render_error: Any, values: dict[str, Any], needle: str) -> None:
+    assert needle in render_error("kai-scheduler", values)
+
+
+@pytest.mark.parametrize("path", sorted((CHARTS / "kai-scheduler/ci").glob("*-values.yaml")), ids=lambda p: p.name)
+def test_ci_scenarios_render(render: Render, path: Path) -> None:
+    assert _by_kind(render("kai-scheduler", yaml.safe_load(path.read_text()) or {}), "Config")
+
+
+# -- the CRDs' schemas ----------------------------------------------------------------------
+
+
+def test_team_queues_output_is_valid_against_the_queue_crd(render: Render) -> None:
+    validator = crd_validator("scheduling.run.ai_queues.yaml")
+    queues = [d for d in render("team-queues") if d["kind"] == "Queue"]
+    for q in queues:
+        assert not list(validator.iter_errors(q)), q["metadata"]["name"]
+
+
+def test_a_queue_with_a_wrong_field_is_rejected() -> None:
+    validator = crd_validator("scheduling.run.ai_queues.yaml")
+    good = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"},
+            "spec": {"parentQueue": "p", "resources": {"gpu": {"quota": 1, "overQuotaWeight": 1, "limit": -1}}}}
+    assert not list(validator.iter_errors(good))
+    typo = copy.deepcopy(good)
+    typo["spec"]["resources"]["gpu"]["quotta"] = 2
+    errors = [e.message for e in validator.iter_errors(typo)]
+    assert any("quotta" in m for m in errors)
+    misplaced = copy.deepcopy(good)
+    misplaced["spec"]["parent"] = "p"
+    assert any("'parent'" in e.message for e in validator.iter_errors(misplaced))
+    missing = copy.deepcopy(good)
+    del missing["spec"]["resources"]["gpu"]["limit"]
+    assert any("'limit' is a required property" in e.message for e in validator.iter_errors(missing))
+
+
+def test_podgroup_and_bindrequest_crds_accept_kai_objects() -> None:
+    pg = crd_validator("scheduling.run.ai_podgroups.yaml")
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "g"},
+             "spec": {"minMember": 4, "queue": "team-a", "priorityClassName": "train",
+                      "preemptibility": "preemptible",
+                      "subGroups": [{"name": "workers", "minMember": 3}]}}
+    assert not list(pg.iter_errors(group))
+    bad = copy.deepcopy(group)
+    bad["spec"]["minMember"] = 0
+    bad["spec"]["preemptibility"] = "sometimes"
+    assert len(list(pg.iter_errors(bad))) == 2
+    br = crd_validator("scheduling.run.ai_bindrequests.yaml")
+    req = {"apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest", "metadata": {"name": "b"},
+           "spec": {"podName": "p", "selectedNode": "n1", "receivedResourceType": "Fraction",
+                    "receivedGPU": {"count": 1, "portion": "0.5"}, "selectedGPUGroups": ["g1"]},
+           "status": {"phase": "Succeeded"}}
+    assert not list(br.iter_errors(req))
+
+
+def test_rendered_config_and_shard_match_their_crds(render: Render) -> None:
+    docs = render("kai-scheduler")
+    assert not list(crd_validator("kai.scheduler_configs.yaml").iter_errors(_config(docs)))
+    shard = _by_kind(docs, "SchedulingShard")[0]
+    assert not list(crd_validator("kai.scheduler_schedulingshards.yaml").iter_errors(shard))
