@@ -53,6 +53,7 @@ QUEUE_CRD: dict[str, Any] = {
                                     "priority": {"type": "integer", "minimum": 0, "exclusiveMinimum": True},
                                     "preemptMinRuntime": {"x-kubernetes-int-or-string": True},
                                     "tier": {"type": "string", "enum": ["gold", "silver"]},
+                                    "owners": {"type": "array", "items": {"type": "string", "nullable": True}},
                                     "resources": {
                                         "type": "object",
                                         "properties": {"gpu": QUOTA, "cpu": QUOTA, "memory": QUOTA},
@@ -131,6 +132,7 @@ def test_queue_with_wrong_types_and_values(validate, where):
 
 def test_preserve_unknown_fields_is_respected(validate, where):
     q = queue()
+    q["spec"]["owners"] = ["alice", None]  # nullable items
     q["spec"]["annotations"] = {"owner": "ml-platform", "anything": {"goes": [1, 2]}}
     q["status"] = {"whatever": True}
     assert validate([crd(), q]) == []

@@ -7,7 +7,7 @@ each served version's ``openAPIV3Schema`` into JSON Schema the way the API serve
 - object nodes reject fields they do not list (the server prunes them; ``kubectl apply``'s
   strict field validation rejects them), except under ``x-kubernetes-preserve-unknown-fields``,
   which applies to its own node only (listed properties below it are still checked);
-- ``x-kubernetes-int-or-string`` accepts an integer or a string;
+- ``x-kubernetes-int-or-string`` accepts an integer or a string, ``nullable`` also null;
 - ``x-kubernetes-embedded-resource`` nodes also accept ``apiVersion``, ``kind`` and ``metadata``;
 - ``exclusiveMinimum``/``exclusiveMaximum`` are OpenAPI 3.0 booleans and become draft 2020-12
   numbers; the value validations of ``allOf``/``anyOf``/``oneOf``/``not`` stay as they are
@@ -116,7 +116,8 @@ def convert_crd_schema(node: dict[str, Any], *, structural: bool = True) -> dict
     if node.get("x-kubernetes-int-or-string"):
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
     elif isinstance(typ, str):
-        out["type"] = typ
+        # Null map values are stripped before validation; this covers nulls inside lists.
+        out["type"] = [typ, "null"] if node.get("nullable") else typ
     pattern = node.get("pattern")
     if isinstance(pattern, str) and _compiles(pattern):
         out["pattern"] = pattern
