@@ -29,6 +29,7 @@ class ResolvedChart:
     source: str  # human description for the lock
     values_schema: dict[str, Any] | None
     chart_version: str
+    default_values: dict[str, Any]
 
 
 def cache_dir() -> Path:
@@ -67,12 +68,15 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
         schema_file = d / "values.schema.json"
         schema = json.loads(schema_file.read_text()) if schema_file.is_file() else None
         meta = yaml.safe_load((d / "Chart.yaml").read_text()) or {}
+        defaults_file = d / "values.yaml"
+        defaults = yaml.safe_load(defaults_file.read_text()) if defaults_file.is_file() else None
         return ResolvedChart(
             ref=str(d),
             digest=tree_digest(d),
             source=src.path,
             values_schema=schema,
             chart_version=str(meta.get("version", "")),
+            default_values=defaults or {},
         )
     assert src.url and src.version and src.digest  # guaranteed by the schema
     name = src.url.rstrip("/").rsplit("/", 1)[-1]
@@ -90,22 +94,25 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
             path=str(cv.source_file),
             field="spec.chart.digest",
         )
+    schema_text = _read_in_tgz(tgz, "values.schema.json")
+    defaults_text = _read_in_tgz(tgz, "values.yaml")
     return ResolvedChart(
         ref=str(tgz),
         digest=actual,
         source=f"{src.url}:{src.version}",
-        values_schema=_schema_in_tgz(tgz),
+        values_schema=json.loads(schema_text) if schema_text else None,
         chart_version=src.version,
+        default_values=(yaml.safe_load(defaults_text) if defaults_text else None) or {},
     )
 
 
-def _schema_in_tgz(tgz: Path) -> dict[str, Any] | None:
+def _read_in_tgz(tgz: Path, name: str) -> bytes | None:
+    """A top-level file of the chart inside its archive (``<chart>/<name>``)."""
     with tarfile.open(tgz) as tar:
         for member in tar.getmembers():
             parts = member.name.split("/")
-            if len(parts) == 2 and parts[1] == "values.schema.json" and member.isfile():
+            if len(parts) == 2 and parts[1] == name and member.isfile():
                 f = tar.extractfile(member)
                 if f is not None:
-                    result: dict[str, Any] = json.loads(f.read())
-                    return result
+                    return f.read()
     return None

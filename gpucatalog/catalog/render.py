@@ -133,7 +133,10 @@ def render_bundle(
         chart = charts.resolve(cat, cv)
         prof_values = plan.profile.values.get(e.name, {})
         merged = values.merge(cv.values, e.values, prof_values)
-        values.check(merged, chart.values_schema, component=e.name, source=str(b.source_file))
+        # Helm validates chart defaults + our layers; check the same, earlier, with a clearer message.
+        values.check(
+            values.merge(chart.default_values, merged), chart.values_schema, component=e.name, source=str(b.source_file)
+        )
         objs = helm_template(e.release, chart.ref, e.namespace, b.kube_version, merged)
         overlay = plan.profile.kustomize.get(e.name)
         if overlay and overlay.get("patches"):

@@ -16,6 +16,7 @@ from gpucatalog.catalog import errors, executor
 # Modules of this package that contribute sub-commands, in --help order.
 COMMAND_MODULES = (
     "bundles",
+    "validate",
     "toolchain",
 )
 
