@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import socket
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from gpucatalog.catalog import executor
 from gpucatalog.pipelines import evidence, keys, sample, trust
 from gpucatalog.validators.conformance import base
 
@@ -74,3 +82,67 @@ def make_evidence(tmp_path: Path, ci_key: keys.GeneratedKey, passing_suites: lis
         return out
 
     return make
+
+
+# --- a real OCI registry (Debian's docker-registry, the CNCF distribution server) on loopback ---
+
+REGISTRY_BIN = shutil.which("docker-registry") or "/usr/bin/docker-registry"
+
+
+@dataclass
+class LocalRegistry:
+    port: int
+    storage: Path
+
+    @property
+    def oci(self) -> str:
+        return f"oci://127.0.0.1:{self.port}"
+
+    def blob_file(self, digest: str) -> Path:
+        algo, hexd = digest.split(":")
+        return self.storage / "docker/registry/v2/blobs" / algo / hexd[:2] / hexd / "data"
+
+    def catalog(self) -> list[str]:
+        import json
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/_catalog") as r:  # noqa: S310
+            repos: list[str] = json.loads(r.read())["repositories"]
+            return repos
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def start_registry(tmp_path: Path) -> Iterator[Callable[[str], LocalRegistry]]:
+    if not os.path.exists(REGISTRY_BIN):
+        pytest.skip("no OCI registry: apt-get install -y docker-registry")
+    procs = []
+
+    def start(name: str) -> LocalRegistry:
+        port = _free_port()
+        root = tmp_path / f"registry-{name}"
+        root.mkdir()
+        cfg = root / "config.yml"
+        cfg.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
+                       f"  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n")
+        proc = executor.spawn([REGISTRY_BIN, "serve", cfg], log_path=root / "registry.log")
+        procs.append(proc)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1):  # noqa: S310
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("registry did not start: " + (root / "registry.log").read_text()) from None
+                time.sleep(0.1)
+        return LocalRegistry(port, root / "data")
+
+    yield start
+    for p in procs:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(10)
