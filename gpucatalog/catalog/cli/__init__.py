@@ -17,6 +17,9 @@ from gpucatalog.catalog import errors, executor
 COMMAND_MODULES = (
     "bundles",
     "toolchain",
+    "keys",
+    "promote",
+    "publish",
 )
 
 EPILOG = """examples:
