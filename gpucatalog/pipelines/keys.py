@@ -50,6 +50,10 @@ def generate(out_dir: Path, name: str = "signing") -> GeneratedKey:
     Refuses (ConflictError) when either file exists: overwriting a key silently would orphan
     every piece of evidence signed with it.
     """
+    return _write_pair(out_dir, name, ed25519.Ed25519PrivateKey.generate())
+
+
+def _write_pair(out_dir: Path, name: str, key: ed25519.Ed25519PrivateKey) -> GeneratedKey:
     if not name or "/" in name or name.startswith("."):
         raise errors.InputError(f"bad key name {name!r}", field="--name", expected="a plain file name, e.g. ci")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -58,7 +62,6 @@ def generate(out_dir: Path, name: str = "signing") -> GeneratedKey:
     for p in (priv_path, pub_path):
         if p.exists():
             raise errors.ConflictError("refusing to overwrite an existing key", path=str(p))
-    key = ed25519.Ed25519PrivateKey.generate()
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -75,6 +78,22 @@ def generate(out_dir: Path, name: str = "signing") -> GeneratedKey:
     pub = key.public_key()
     pub_path.write_text(public_pem(pub))
     return GeneratedKey(name=name, keyid=keyid(pub), private_path=priv_path, public_path=pub_path)
+
+
+def import_from_env(var: str, out_dir: Path, name: str) -> GeneratedKey:
+    """Write the PEM private key held in environment variable ``var`` (a CI secret) to
+    ``<name>.key`` (0600) and its ``.pub``, so CI needs no shell to put a secret on disk."""
+    pem = os.environ.get(var, "")
+    if not pem.strip():
+        raise errors.InputError(f"environment variable {var} is empty or unset", field=var,
+                                expected="an Ed25519 PEM private key")
+    try:
+        key = serialization.load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise errors.InputError(f"{var} does not hold an unencrypted PEM private key", field=var) from exc
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise errors.InputError(f"{var} does not hold an Ed25519 key", field=var, expected="Ed25519")
+    return _write_pair(out_dir, name, key)
 
 
 def load_private(path: Path) -> ed25519.Ed25519PrivateKey:

@@ -136,3 +136,20 @@ def test_shipped_policy_and_trust_file_are_valid() -> None:
     pol = policy.load(promote_cli.REPO_CATALOG / "channels" / "policy.yaml")
     assert pol.channel("stable").source_channel == "candidate"
     trust.load(promote_cli.REPO_CATALOG / "trust.yaml")
+
+
+def test_keys_import_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import stat
+
+    cli.main(["keys", "generate", "--out", str(tmp_path / "a"), "--name", "ci"])
+    pem = (tmp_path / "a" / "ci.key").read_text()
+    monkeypatch.setenv("CATALOG_SIGNING_KEY", pem)
+    assert cli.main(["keys", "import", "--from-env", "CATALOG_SIGNING_KEY", "--out", str(tmp_path / "b"), "--name", "ci"]) == 0
+    out = capsys.readouterr()
+    assert pem.splitlines()[1] not in out.out + out.err
+    assert (tmp_path / "b" / "ci.key").read_text() == pem
+    assert stat.S_IMODE((tmp_path / "b" / "ci.key").stat().st_mode) == 0o600
+    assert (tmp_path / "b" / "ci.pub").read_text() == (tmp_path / "a" / "ci.pub").read_text()
+    monkeypatch.setenv("CATALOG_SIGNING_KEY", "garbage")
+    assert cli.main(["keys", "import", "--from-env", "CATALOG_SIGNING_KEY", "--out", str(tmp_path / "c")]) == 2
+    assert "garbage" not in capsys.readouterr().err

@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog="examples:\n"
         "  catalog keys generate --out ~/.config/gpu-catalog/keys --name ci\n"
         "  catalog keys trust ~/.config/gpu-catalog/keys/ci.pub --name ci --channel candidate --channel stable\n"
-        "  catalog keys id ~/.config/gpu-catalog/keys/ci.pub",
+        "  catalog keys id ~/.config/gpu-catalog/keys/ci.pub\n"
+        "  catalog keys import --from-env CATALOG_SIGNING_KEY --out $RUNNER_TEMP/keys --name ci   # in CI",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ks = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True, parser_class=type(p))
@@ -29,6 +30,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument("--out", type=Path, required=True, help="folder for the key pair")
     g.add_argument("--name", default="signing", help="file name stem (default: signing)")
     g.set_defaults(func=run_generate)
+    im = ks.add_parser("import", help="write the private key held in an environment variable (a CI secret) to NAME.key (0600)")
+    im.add_argument("--from-env", required=True, metavar="VAR", help="environment variable holding the PEM private key")
+    im.add_argument("--out", type=Path, required=True, help="folder for the key pair")
+    im.add_argument("--name", default="signing", help="file name stem (default: signing)")
+    im.set_defaults(func=run_import)
     t = ks.add_parser("trust", help="add a public key to the trust file for some channels")
     t.add_argument("public_key", type=Path, help="a .pub file from `catalog keys generate`")
     t.add_argument("--name", help="name of the key in the trust file (default: the file stem)")
@@ -44,6 +50,13 @@ def run_generate(args: argparse.Namespace) -> int:
     k = keys.generate(args.out.expanduser(), args.name)
     print(f"private key: {k.private_path} (mode 0600; keep it secret)")
     print(f"public key:  {k.public_path}")
+    print(f"keyid:       {k.keyid}")
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    k = keys.import_from_env(args.from_env, args.out.expanduser(), args.name)
+    print(f"private key: {k.private_path} (mode 0600, from ${args.from_env})")
     print(f"keyid:       {k.keyid}")
     return 0
 
