@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import tarfile
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -40,7 +41,7 @@ class ComponentLike(Protocol):
     @property
     def name(self) -> str: ...
     @property
-    def chart_dir(self) -> Path: ...
+    def chart_dir(self) -> str | Path: ...  # a chart folder, or a packaged chart (.tgz)
 
 
 class RenderedLike(Protocol):
@@ -91,23 +92,40 @@ def helm_env(home: Path) -> dict[str, str]:
             "HELM_DATA_HOME": str(home / "data"), "HELM_REGISTRY_CONFIG": str(home / "registry.json")}
 
 
-def chart_meta(chart_dir: Path) -> tuple[str, str]:
+def chart_meta(chart: Path) -> tuple[str, str]:
+    """(name, version) from a chart folder's or a packaged chart's Chart.yaml."""
+    where = str(chart / "Chart.yaml") if chart.is_dir() else f"{chart}:Chart.yaml"
     try:
-        meta = yaml.safe_load((chart_dir / "Chart.yaml").read_text())
+        if chart.is_dir():
+            text = (chart / "Chart.yaml").read_text()
+        else:
+            with tarfile.open(chart, "r:gz") as tar:
+                member = next((m for m in tar.getmembers() if m.name.count("/") == 1
+                               and m.name.endswith("/Chart.yaml")), None)
+                fh = tar.extractfile(member) if member is not None else None
+                if fh is None:
+                    raise FileNotFoundError(where)
+                text = fh.read().decode()
+        meta = yaml.safe_load(text)
     except FileNotFoundError as exc:
-        raise errors.NotFoundError("chart has no Chart.yaml", path=str(chart_dir)) from exc
+        raise errors.NotFoundError("chart has no Chart.yaml", path=str(chart)) from exc
+    except (tarfile.TarError, OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise errors.InputError(f"unreadable chart ({exc})", path=str(chart)) from exc
     if not isinstance(meta, dict) or not meta.get("name") or not meta.get("version"):
-        raise errors.SchemaError("Chart.yaml lacks name or version", path=str(chart_dir / "Chart.yaml"))
+        raise errors.SchemaError("Chart.yaml lacks name or version", path=where)
     return str(meta["name"]), str(meta["version"])
 
 
 def push_chart(helm: Path, chart_dir: Path, ref: oci.Ref, client: oci.Client, work: Path) -> PublishedChart:
     name, version = chart_meta(chart_dir)
     env = helm_env(work / "helm")
-    pkg_dir = work / "packages"
-    pkg_dir.mkdir(parents=True, exist_ok=True)
-    executor.run([helm, "package", chart_dir, "--destination", pkg_dir], env=env)
-    tgz = pkg_dir / f"{name}-{version}.tgz"
+    if chart_dir.is_dir():
+        pkg_dir = work / "packages"
+        pkg_dir.mkdir(parents=True, exist_ok=True)
+        executor.run([helm, "package", chart_dir, "--destination", pkg_dir], env=env)
+        tgz = pkg_dir / f"{name}-{version}.tgz"
+    else:
+        tgz = chart_dir  # already packaged (a pinned remote chart from the chart cache): push as is
     data = tgz.read_bytes()
     argv: list[str | os.PathLike[str]] = [helm, "push", tgz, ref.url]
     if client.base.startswith("http://"):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.catalog import errors
+from gpucatalog.catalog import errors, executor
 from gpucatalog.pipelines import mirror, oci, publish
 from gpucatalog.toolchain import build
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.registry
 @dataclass
 class FakeComponent:
     name: str
-    chart_dir: Path
+    chart_dir: str | Path
 
 
 @dataclass
@@ -52,12 +52,16 @@ def helm() -> Path:
 
 
 @pytest.fixture
-def rendered(tmp_path: Path) -> FakeRendered:
+def rendered(tmp_path: Path, helm: Path) -> FakeRendered:
     charts = tmp_path / "charts"
+    # A pinned remote chart arrives from the chart cache already packaged (.tgz).
+    executor.run([helm, "package", _chart(tmp_path / "remote", "kai-scheduler", "v0.13.0"), "-d", tmp_path / "cache"],
+                 env=publish.helm_env(tmp_path / "helm"))
     return FakeRendered(
         "gpu-scheduling", "0.1.0", "sim", "sha256:" + "a1" * 32,
         {"bundle": "gpu-scheduling", "version": "0.1.0", "components": {"team-queues": "0.1.0"}},
-        [FakeComponent("team-queues", _chart(charts, "team-queues", "0.1.0")),
+        [FakeComponent("kai-scheduler", str(tmp_path / "cache" / "kai-scheduler-v0.13.0.tgz")),
+         FakeComponent("team-queues", _chart(charts, "team-queues", "0.1.0")),
          FakeComponent("gpu-health", _chart(charts, "gpu-health", "0.2.0"))],
     )
 
@@ -68,8 +72,11 @@ Start = Callable[[str], Any]  # conftest.start_registry -> LocalRegistry
 def test_publish_pushes_charts_and_lock_artifact(start_registry: Start, helm: Path, rendered: FakeRendered) -> None:
     reg = start_registry("a")
     pub = publish.publish(rendered, f"{reg.oci}/catalog", helm)
-    assert [c.name for c in pub.charts] == ["team-queues", "gpu-health"]
-    assert sorted(reg.catalog()) == ["catalog/bundles/gpu-scheduling", "catalog/gpu-health", "catalog/team-queues"]
+    assert [c.name for c in pub.charts] == ["kai-scheduler", "team-queues", "gpu-health"]
+    assert sorted(reg.catalog()) == ["catalog/bundles/gpu-scheduling", "catalog/gpu-health", "catalog/kai-scheduler",
+                                     "catalog/team-queues"]
+    # A packaged chart is pushed byte for byte: same digest as the cached archive.
+    assert pub.charts[0].chartDigest == oci.sha256(Path(rendered.components[0].chart_dir).read_bytes())
     client = oci.Client(oci.parse_ref(reg.oci))
     _, man, digest = client.get_manifest("catalog/bundles/gpu-scheduling", "0.1.0_sim")
     assert digest == pub.manifest_digest
@@ -78,7 +85,7 @@ def test_publish_pushes_charts_and_lock_artifact(start_registry: Start, helm: Pa
     lock_desc = next(la for la in man["layers"] if la["mediaType"] == publish.LOCK_MEDIA)
     assert json.loads(client.get_blob("catalog/bundles/gpu-scheduling", lock_desc["digest"])) == rendered.lock
     # The chart in the registry is the archive helm packaged: helm can pull it back.
-    tgz = client.get_blob("catalog/team-queues", pub.charts[0].chartDigest)
+    tgz = client.get_blob("catalog/team-queues", pub.charts[1].chartDigest)
     assert tgz[:2] == b"\x1f\x8b"
 
 
@@ -87,7 +94,8 @@ def test_mirror_copies_with_identical_digests(start_registry: Start, helm: Path,
     pub = publish.publish(rendered, f"{src.oci}/catalog", helm)
     out = mirror.mirror("gpu-scheduling", "0.1.0", "sim", f"{src.oci}/catalog", f"{dst.oci}/private/gpu")
     assert out.manifest_digest == pub.manifest_digest
-    assert sorted(dst.catalog()) == ["private/gpu/bundles/gpu-scheduling", "private/gpu/gpu-health", "private/gpu/team-queues"]
+    assert sorted(dst.catalog()) == ["private/gpu/bundles/gpu-scheduling", "private/gpu/gpu-health",
+                                     "private/gpu/kai-scheduler", "private/gpu/team-queues"]
     client = oci.Client(oci.parse_ref(dst.oci))
     for c in pub.charts:
         _, _, d = client.get_manifest(f"private/gpu/{c.name}", c.version)

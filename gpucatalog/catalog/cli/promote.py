@@ -20,7 +20,7 @@ REPO_CATALOG = Path(__file__).resolve().parents[3] / "catalog"
 
 
 def catalog_dir(args: argparse.Namespace) -> Path:
-    """--catalog-dir > $CATALOG_DIR > the repository's catalog/."""
+    """--catalog-dir > $CATALOG_DIR > the repository's catalog/ (as ``catalog.loader.default_root``)."""
     given = getattr(args, "catalog_dir", None) or os.environ.get("CATALOG_DIR")
     return Path(given).expanduser() if given else REPO_CATALOG
 
@@ -44,7 +44,7 @@ def fresh_render(cat_dir: Path, bundle: str, version: str) -> tuple[Callable[[st
 
     def digest(profile: str) -> str:
         if profile not in cache:
-            cache[profile] = str(render.render_bundle(cat, bundle, version, profile).digest)
+            cache[profile] = str(render.render_bundle(cat, f"{bundle}@{version}", profile).digest)
         return cache[profile]
 
     return digest, tuple(b.suites)

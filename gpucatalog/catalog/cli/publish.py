@@ -51,7 +51,7 @@ def run_publish(args: argparse.Namespace) -> int:
 
     bundle, version = promote_cli.split_ref(args.ref)
     cat = loader.load_catalog(promote_cli.catalog_dir(args))
-    rendered = render.render_bundle(cat, bundle, version, args.profile)
+    rendered = render.render_bundle(cat, f"{bundle}@{version}", args.profile)
     helm = build.ensure("helm", progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     out = publish.publish(rendered, args.registry, helm, plain_http=args.plain_http)
     _print(out)
