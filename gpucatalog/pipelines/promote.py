@@ -134,7 +134,8 @@ def promote(
 
     findings: list[errors.Finding] = []
     if not trust_file.for_channel(channel):
-        findings.append(errors.Finding("trust", f"the trust file {trust_file.path} allows no key to sign for {channel!r}"))
+        findings.append(errors.Finding("trust", f"the trust file {trust_file.path} allows no key to sign for {channel!r}",
+                                       obj=f"{bundle}@{version}"))
     required = pol.suites_for(bundle, bundle_suites)
     by_profile: dict[str, Checked] = {}
     for p in evidence_paths:
@@ -145,27 +146,28 @@ def promote(
             by_profile.setdefault(ok.profile, ok)
     for prof in pol.required_profiles:
         if prof not in by_profile:
-            findings.append(errors.Finding("required-profile", f"no passing evidence for required profile {prof!r}"))
+            findings.append(errors.Finding("required-profile", f"no passing evidence for required profile {prof!r}",
+                                           obj=f"{bundle}@{version}"))
     ref = f"{bundle}@{version}"
 
     def make_entry(target: channels.Channel) -> dict[str, Any]:
         # Runs under the channel lock, so these reads see every promotion that finished before us.
         late = list(findings)
         if target.find(bundle, version) is not None:
-            late.append(errors.Finding("channel", f"{ref} is already in {channel!r}"))
+            late.append(errors.Finding("channel", f"{ref} is already in {channel!r}", obj=str(target.path)))
         if pol.source_channel:
             src = channels.load(channels_dir, pol.source_channel)
             entry = src.find(bundle, version)
             if entry is None:
                 late.append(errors.Finding("source-channel", f"{ref} is not in {pol.source_channel!r}; "
-                                           f"{channel!r} only accepts what was promoted there first"))
+                                           f"{channel!r} only accepts what was promoted there first", obj=str(src.path)))
             else:
                 for item in entry.get("evidence", []) or [{"profile": "", "digest": entry["digest"]}]:
                     prof = item["profile"]
                     if prof in by_profile and by_profile[prof].digest != item["digest"]:
                         late.append(errors.Finding(
                             "source-channel", f"{ref} was promoted to {pol.source_channel!r} with digest "
-                            f"{item['digest']} for profile {prof!r}, not {by_profile[prof].digest}"))
+                            f"{item['digest']} for profile {prof!r}, not {by_profile[prof].digest}", obj=str(src.path)))
         if late:
             raise errors.CheckFailed(f"{ref} cannot be promoted to {channel!r}: {len(late)} unmet requirement(s)", late)
         ordered = [by_profile[p] for p in pol.required_profiles] + [

@@ -197,3 +197,10 @@ def test_concurrent_promotions_lose_no_entry(catalog_dir: Path, make_evidence: M
     ch = channels.load(catalog_dir / "channels", "candidate")
     assert sorted(ch.versions("gpu-scheduling")) == versions
     assert not [p for p in (catalog_dir / "channels").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_stable_refuses_a_digest_other_than_the_one_in_candidate(catalog_dir: Path, make_evidence: MakeEvidence) -> None:
+    _promote(catalog_dir, "candidate", [make_evidence()])
+    # The bundle was edited after entering candidate and re-certified: valid evidence, wrong lineage.
+    found = _refused(catalog_dir, "stable", [make_evidence(digest=DIGEST_B)], fresh=DIGEST_B)
+    assert any("[source-channel]" in f and f"with digest {DIGEST_A}" in f for f in found)
