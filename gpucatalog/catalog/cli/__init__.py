@@ -18,6 +18,9 @@ COMMAND_MODULES = (
     "bundles",
     "validate",
     "toolchain",
+    "keys",
+    "promote",
+    "publish",
 )
 
 EPILOG = """examples:

@@ -1,0 +1,217 @@
+"""Certification evidence: an in-toto Statement v1 about one rendered bundle, signed in a DSSE
+envelope with Ed25519, written next to its JUnit XML and HTML report.
+
+Called by the ``certify`` orchestration (``write_evidence``) and by ``promote`` (``load`` +
+``verify``). The statement's subject is ``<bundle>@<version>`` with the rendered bundle digest, so
+evidence proves something about exactly one rendering; the predicate records the cluster (what
+was live and what simulated), tool versions and every suite and case with timings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from gpucatalog.catalog import errors
+from gpucatalog.pipelines import dsse, junit, keys, report
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://gpu-catalog.dev/certification/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+# File names inside an evidence folder; ``promote`` accepts the folder or the envelope itself.
+ENVELOPE = "evidence.dsse.json"
+STATEMENT = "statement.json"
+JUNIT = "junit.xml"
+REPORT = "report.html"
+
+_DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+
+
+class SuiteLike(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class EvidencePaths:
+    envelope: Path
+    statement: Path
+    junit: Path
+    report: Path
+
+
+def _iso(t: float | str) -> str:
+    if isinstance(t, str):
+        return t
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _suite_dict(s: SuiteLike | Mapping[str, Any]) -> dict[str, Any]:
+    d = dict(s) if isinstance(s, Mapping) else s.to_dict()
+    cases = [dict(c) for c in d.get("cases", [])]
+    # Recompute the verdict from the cases: a summary that disagrees with its cases is not trusted.
+    failed = any(c.get("result") == "failed" for c in cases) or not cases
+    return {
+        "name": d["name"],
+        "result": "failed" if failed else "passed",
+        "seconds": d.get("seconds", 0.0),
+        "started": d.get("started", 0.0),
+        "cases": [
+            {
+                "name": c["name"],
+                "result": c["result"],
+                "reason": c.get("reason", ""),
+                "seconds": c.get("seconds", 0.0),
+                "details": c.get("details", {}),
+            }
+            for c in cases
+        ],
+    }
+
+
+def digest_hex(digest: str) -> str:
+    m = _DIGEST.match(digest)
+    if not m:
+        raise errors.InputError(f"bad bundle digest {digest!r}", field="digest", expected="sha256:<64 hex>")
+    return m.group(1)
+
+
+def build_statement(
+    *,
+    bundle: str,
+    version: str,
+    profile: str,
+    digest: str,
+    cluster: Mapping[str, Any],
+    tools: Mapping[str, str],
+    suites: Sequence[SuiteLike | Mapping[str, Any]],
+    started: float | str,
+    finished: float | str,
+) -> dict[str, Any]:
+    """The unsigned in-toto Statement v1 for one certification run."""
+    suite_dicts = [_suite_dict(s) for s in suites]
+    overall = "passed" if suite_dicts and all(s["result"] == "passed" for s in suite_dicts) else "failed"
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": f"{bundle}@{version}", "digest": {"sha256": digest_hex(digest)}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "bundle": bundle,
+            "version": version,
+            "profile": profile,
+            "cluster": dict(cluster),
+            "tools": dict(tools),
+            "suites": suite_dicts,
+            "started": _iso(started),
+            "finished": _iso(finished),
+            "result": overall,
+        },
+    }
+
+
+def sign_statement(statement: Mapping[str, Any], key: ed25519.Ed25519PrivateKey) -> dict[str, Any]:
+    payload = json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()
+    return dsse.sign(payload, PAYLOAD_TYPE, key)
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_evidence(
+    out_dir: Path,
+    *,
+    bundle: str,
+    version: str,
+    profile: str,
+    digest: str,
+    cluster: Mapping[str, Any],
+    tools: Mapping[str, str],
+    suites: Sequence[SuiteLike | Mapping[str, Any]],
+    started: float | str,
+    finished: float | str,
+    signing_key_path: Path,
+) -> EvidencePaths:
+    """Write ``evidence.dsse.json``, ``statement.json``, ``junit.xml`` and ``report.html`` into
+    ``out_dir``. The key is loaded (and its permissions checked) before anything is written."""
+    key = keys.load_private(signing_key_path)
+    statement = build_statement(
+        bundle=bundle, version=version, profile=profile, digest=digest, cluster=cluster,
+        tools=tools, suites=suites, started=started, finished=finished,
+    )
+    envelope = sign_statement(statement, key)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = EvidencePaths(out_dir / ENVELOPE, out_dir / STATEMENT, out_dir / JUNIT, out_dir / REPORT)
+    _write(paths.statement, json.dumps(statement, indent=2) + "\n")
+    _write(paths.junit, junit.render(statement["predicate"]))
+    _write(paths.report, report.render(statement))
+    _write(paths.envelope, json.dumps(envelope, indent=2) + "\n")  # last: its presence means complete
+    return paths
+
+
+def envelope_path(path: Path) -> Path:
+    return path / ENVELOPE if path.is_dir() else path
+
+
+def load(path: Path) -> tuple[dict[str, Any], str]:
+    """Read an envelope (or an evidence folder); returns it with the sha256 of its bytes."""
+    p = envelope_path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError as exc:
+        raise errors.NotFoundError("evidence not found", path=str(p)) from exc
+    try:
+        env = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise errors.InputError("evidence is not JSON", path=str(p), expected="a DSSE envelope") from exc
+    if not isinstance(env, dict):
+        raise errors.InputError("evidence is not a JSON object", path=str(p), expected="a DSSE envelope")
+    return env, "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def verify(envelope: Mapping[str, Any], trusted_keys: Mapping[str, ed25519.Ed25519PublicKey]) -> dict[str, Any]:
+    """Check the signature against ``trusted_keys`` (keyid -> key) and the statement's shape.
+
+    Returns the statement. Raises CheckFailed with every reason it was rejected.
+    """
+    return verify_signed(envelope, trusted_keys)[0]
+
+
+def verify_signed(
+    envelope: Mapping[str, Any], trusted_keys: Mapping[str, ed25519.Ed25519PublicKey]
+) -> tuple[dict[str, Any], str]:
+    """Like ``verify``, also returning the key id of the trusted key that signed."""
+    payload, signer = dsse.verify(envelope, trusted_keys, PAYLOAD_TYPE)
+    findings: list[errors.Finding] = []
+    try:
+        st = json.loads(payload)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise errors.CheckFailed("signed payload is not JSON", [errors.Finding("statement", str(exc))]) from exc
+    if not isinstance(st, dict):
+        raise errors.CheckFailed("signed payload is not a statement", [errors.Finding("statement", "not an object")])
+    if st.get("_type") != STATEMENT_TYPE:
+        findings.append(errors.Finding("statement", f"_type is {st.get('_type')!r}, expected {STATEMENT_TYPE}"))
+    if st.get("predicateType") != PREDICATE_TYPE:
+        findings.append(errors.Finding("statement", f"predicateType is {st.get('predicateType')!r}, expected {PREDICATE_TYPE}"))
+    subj = st.get("subject")
+    if not (isinstance(subj, list) and len(subj) == 1 and isinstance(subj[0], dict)
+            and isinstance(subj[0].get("digest"), dict) and re.fullmatch(r"[0-9a-f]{64}", str(subj[0]["digest"].get("sha256", "")))):
+        findings.append(errors.Finding("statement", "subject must be one {name, digest: {sha256}}"))
+    pred = st.get("predicate")
+    need = ("bundle", "version", "profile", "suites", "result")
+    if not isinstance(pred, dict) or any(k not in pred for k in need):
+        findings.append(errors.Finding("statement", f"predicate must have {', '.join(need)}"))
+    if findings:
+        raise errors.CheckFailed("evidence statement is malformed", findings)
+    return st, signer

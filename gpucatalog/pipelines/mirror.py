@@ -1,0 +1,84 @@
+"""Copy a published bundle (its charts and lock artifact) from one OCI registry into another,
+e.g. a private registry for an air-gapped cluster, verifying every digest on the way.
+
+Called by ``catalog mirror``. Reads the lock artifact ``publish`` wrote, then for each chart it
+lists: the chart's tag must still point at the manifest digest recorded at publish time, the
+manifest and every blob must hash to their digests, and the chart archive must be the one
+recorded. Everything is fetched and checked *before* anything is pushed, so a mismatch leaves
+the target registry untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gpucatalog.catalog import errors
+from gpucatalog.pipelines import oci, publish
+
+
+@dataclass(frozen=True)
+class _Artifact:
+    repo: str  # repository path below the registry's PATH prefix
+    tag: str
+    manifest: bytes
+    digest: str
+    blobs: dict[str, bytes]
+
+
+def _fetch(client: oci.Client, repo: str, tag: str, expect_digest: str | None) -> tuple[bytes, dict[str, Any], str, dict[str, bytes]]:
+    raw, man, digest = client.get_manifest(repo, tag)
+    if expect_digest is not None and digest != expect_digest:
+        raise oci.DigestMismatch(f"{repo}:{tag} (tag moved since publish)", expect_digest, digest)
+    blobs = {}
+    for desc in [man.get("config", {}), *man.get("layers", [])]:
+        d = desc.get("digest")
+        if not isinstance(d, str):
+            raise oci.RegistryError(f"{repo}:{tag} has a descriptor without digest")
+        blobs[d] = client.get_blob(repo, d)  # verifies sha256
+    return raw, man, digest, blobs
+
+
+def mirror(bundle: str, version: str, profile: str, source: str, target: str,
+           *, plain_http: bool | None = None) -> publish.Published:
+    src_ref, dst_ref = oci.parse_ref(source), oci.parse_ref(target)
+    src, dst = oci.Client(src_ref, plain_http=plain_http), oci.Client(dst_ref, plain_http=plain_http)
+    tag = publish.bundle_tag(version, profile)
+    lock_repo = publish.bundle_repo(src_ref, bundle)
+    raw, man, digest, blobs = _fetch(src, lock_repo, tag, None)
+    if man.get("artifactType") != publish.ARTIFACT_TYPE:
+        raise errors.InputError(f"{lock_repo}:{tag} is not a gpu-catalog bundle artifact",
+                                expected=publish.ARTIFACT_TYPE)
+    index_desc = next((la for la in man.get("layers", []) if la.get("mediaType") == publish.CHARTS_MEDIA), None)
+    if index_desc is None:
+        raise oci.RegistryError(f"{lock_repo}:{tag} has no charts index layer")
+    index = json.loads(blobs[index_desc["digest"]])
+    if (index.get("bundle"), index.get("version")) != (bundle, version):
+        raise oci.RegistryError(f"{lock_repo}:{tag} indexes {index.get('bundle')}@{index.get('version')}")
+    prefix = src_ref.path + "/" if src_ref.path else ""
+    artifacts = [_Artifact(lock_repo[len(prefix):], tag, raw, digest, blobs)]
+    for chart in index.get("charts", []):
+        repo = str(chart["repository"])
+        c_raw, c_man, c_digest, c_blobs = _fetch(src, repo, str(chart["version"]), str(chart["manifestDigest"]))
+        layers = [la.get("digest") for la in c_man.get("layers", []) if la.get("mediaType") == publish.HELM_CHART_MEDIA]
+        if layers != [chart["chartDigest"]]:
+            raise oci.DigestMismatch(f"chart archive of {repo}:{chart['version']}", str(chart["chartDigest"]), str(layers))
+        if not repo.startswith(prefix):
+            raise oci.RegistryError(f"chart repository {repo} is outside {src_ref.url}")
+        artifacts.append(_Artifact(repo[len(prefix):], str(chart["version"]), c_raw, c_digest, c_blobs))
+    # Everything verified: now write. Blobs before manifests, as registries require.
+    dst.ping()
+    pushed: list[publish.PublishedChart] = []
+    for art in artifacts:
+        repo = dst_ref.repo(art.repo)
+        for data in art.blobs.values():
+            dst.push_blob(repo, data)
+        got = dst.put_manifest(repo, art.tag, art.manifest)
+        if got != art.digest:
+            raise oci.DigestMismatch(f"{repo}:{art.tag} in the target", art.digest, got)
+    for chart in index.get("charts", []):
+        rel = str(chart["repository"])[len(prefix):]
+        pushed.append(publish.PublishedChart(str(chart["name"]), str(chart["version"]), dst_ref.repo(rel),
+                                             str(chart["manifestDigest"]), str(chart["chartDigest"])))
+    return publish.Published(dst_ref.url, dst_ref.repo(artifacts[0].repo), tag, digest, tuple(pushed))

@@ -1,0 +1,113 @@
+"""Promotion policies: per channel, what evidence a bundle version needs to be promoted into it.
+
+Loaded by ``promote`` from ``catalog/channels/policy.yaml``; a channel exists exactly when this
+file defines it. Format::
+
+    apiVersion: gpu-catalog.dev/v1alpha1
+    kind: PromotionPolicy
+    channels:
+      candidate:
+        requiredProfiles: [sim]         # one passing evidence per profile
+        requiredSuites:                 # per bundle; "*" applies to every bundle
+          "*": []
+        requireBundleSuites: true       # plus every suite the bundle itself declares
+      stable:
+        sourceChannel: candidate        # only what is already in candidate, same digest
+        requiredProfiles: [sim]
+        requireBundleSuites: true
+
+Which keys may sign for a channel is the trust file's business (``trust``), not this one's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpucatalog.catalog import errors
+from gpucatalog.pipelines import yamlio
+
+NAME = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "channels"],
+    "additionalProperties": False,
+    "properties": {
+        **yamlio.header("PromotionPolicy"),
+        "channels": {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"pattern": NAME},
+            "additionalProperties": {
+                "type": "object",
+                "required": ["requiredProfiles"],
+                "additionalProperties": False,
+                "properties": {
+                    "description": {"type": "string"},
+                    "sourceChannel": {"type": "string", "pattern": NAME},
+                    "requiredProfiles": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                    "requiredSuites": {
+                        "type": "object",
+                        "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                    },
+                    "requireBundleSuites": {"type": "boolean"},
+                },
+            },
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class ChannelPolicy:
+    channel: str
+    required_profiles: tuple[str, ...]
+    required_suites: dict[str, tuple[str, ...]]
+    require_bundle_suites: bool
+    source_channel: str | None
+
+    def suites_for(self, bundle: str, bundle_suites: tuple[str, ...] = ()) -> list[str]:
+        """Suites required of ``bundle``: the ``"*"`` list, its own list, and its declared suites."""
+        out: list[str] = []
+        for s in (*self.required_suites.get("*", ()), *self.required_suites.get(bundle, ()),
+                  *(bundle_suites if self.require_bundle_suites else ())):
+            if s not in out:
+                out.append(s)
+        return out
+
+
+@dataclass(frozen=True)
+class Policy:
+    path: Path
+    channels: dict[str, ChannelPolicy]
+
+    def channel(self, name: str) -> ChannelPolicy:
+        if name not in self.channels:
+            raise errors.NotFoundError(
+                f"unknown channel {name!r}", path=str(self.path), field="channels",
+                expected="one of " + ", ".join(sorted(self.channels)),
+            )
+        return self.channels[name]
+
+
+def load(path: Path) -> Policy:
+    doc = yamlio.load(path, SCHEMA)
+    chans: dict[str, ChannelPolicy] = {}
+    for name, c in doc["channels"].items():
+        chans[name] = ChannelPolicy(
+            channel=name,
+            required_profiles=tuple(c["requiredProfiles"]),
+            required_suites={b: tuple(s) for b, s in c.get("requiredSuites", {}).items()},
+            require_bundle_suites=bool(c.get("requireBundleSuites", False)),
+            source_channel=c.get("sourceChannel"),
+        )
+    for name, c in chans.items():
+        if c.source_channel is not None and c.source_channel not in chans:
+            raise errors.SchemaError(f"sourceChannel {c.source_channel!r} is not a channel of this file",
+                                     path=str(path), field=f"channels/{name}/sourceChannel")
+        if c.source_channel == name:
+            raise errors.SchemaError("a channel cannot be its own source", path=str(path),
+                                     field=f"channels/{name}/sourceChannel")
+    return Policy(path, chans)
