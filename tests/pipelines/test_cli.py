@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.catalog import cli
+from gpucatalog.catalog import cli, loader
 from gpucatalog.catalog.cli import promote as promote_cli
 
 DIGEST_A = "sha256:" + "a1" * 32
@@ -133,9 +133,9 @@ def test_promote_takes_the_version_from_the_evidence(
 def test_shipped_policy_and_trust_file_are_valid() -> None:
     from gpucatalog.pipelines import policy, trust
 
-    pol = policy.load(promote_cli.REPO_CATALOG / "channels" / "policy.yaml")
+    pol = policy.load(loader.default_root() / "channels" / "policy.yaml")
     assert pol.channel("stable").source_channel == "candidate"
-    trust.load(promote_cli.REPO_CATALOG / "trust.yaml")
+    trust.load(loader.default_root() / "trust.yaml")
 
 
 def test_keys_import_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

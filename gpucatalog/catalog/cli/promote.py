@@ -9,20 +9,17 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
-from gpucatalog.catalog import errors
+from gpucatalog.catalog import errors, loader
 from gpucatalog.pipelines import evidence, policy, promote, trust
-
-REPO_CATALOG = Path(__file__).resolve().parents[3] / "catalog"
 
 
 def catalog_dir(args: argparse.Namespace) -> Path:
-    """--catalog-dir > $CATALOG_DIR > the repository's catalog/ (as ``catalog.loader.default_root``)."""
-    given = getattr(args, "catalog_dir", None) or os.environ.get("CATALOG_DIR")
-    return Path(given).expanduser() if given else REPO_CATALOG
+    """--catalog-dir > $CATALOG_DIR > the repository's catalog/."""
+    given = getattr(args, "catalog_dir", None)
+    return Path(given).expanduser() if given else loader.default_root()
 
 
 def split_ref(ref: str, *, need_version: bool = True) -> tuple[str, str]:
@@ -34,7 +31,7 @@ def split_ref(ref: str, *, need_version: bool = True) -> tuple[str, str]:
 
 def fresh_render(cat_dir: Path, bundle: str, version: str) -> tuple[Callable[[str], str], tuple[str, ...]]:
     """(profile -> digest of a fresh render, the suites the bundle declares)."""
-    from gpucatalog.catalog import loader, render  # type: ignore[attr-defined]
+    from gpucatalog.catalog import loader, render
 
     cat = loader.load_catalog(cat_dir)
     b = cat.bundles.get((bundle, version))

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_publish(args: argparse.Namespace) -> int:
-    from gpucatalog.catalog import loader, render  # type: ignore[attr-defined]
+    from gpucatalog.catalog import loader, render
 
     bundle, version = promote_cli.split_ref(args.ref)
     cat = loader.load_catalog(promote_cli.catalog_dir(args))
