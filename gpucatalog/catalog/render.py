@@ -162,6 +162,7 @@ def render_bundle(
                 "version": cv.version,
                 "release": e.release,
                 "namespace": e.namespace,
+                "kubernetes": cv.kubernetes,
                 "chart": {"source": chart.source, "version": chart.chart_version, "digest": chart.digest},
                 "values": {"digest": sha256(canonical_json(merged))},
                 "kustomize": {"digest": sha256(canonical_json(overlay))} if overlay else None,

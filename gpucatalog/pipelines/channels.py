@@ -156,3 +156,12 @@ def append(channels_dir: Path, name: str, make_entry: Callable[[Channel], dict[s
                                            "'entries' must be the last key", path=str(ch.path))
         _write_atomic(ch.path, data)
         return entry
+
+
+def versions_in(catalog_root: Path, channel: str, bundle: str) -> list[str]:
+    """Promoted versions of ``bundle`` in ``channel``, oldest first; an unknown channel is bad input."""
+    from gpucatalog.catalog import versions
+    from gpucatalog.pipelines import policy
+
+    policy.load(catalog_root / "channels" / "policy.yaml").channel(channel)  # raises for unknown names
+    return versions.sort_versions(load(catalog_root / "channels", channel).versions(bundle))

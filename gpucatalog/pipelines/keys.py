@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,3 +142,22 @@ def load_public(path: Path) -> ed25519.Ed25519PublicKey:
     except FileNotFoundError as exc:
         raise errors.NotFoundError("public key not found", path=str(path)) from exc
     return parse_public(data, str(path))
+
+
+def default_key_dir() -> Path:
+    return Path(os.environ.get("CATALOG_KEY_DIR", Path.home() / ".config" / "gpu-catalog" / "keys"))
+
+
+def local_key(say: Callable[[str], None]) -> Path:
+    """This machine's evidence-signing key (``local.key``), generated on first use.
+
+    A generated key is trusted for no channel until someone runs ``catalog keys trust``; it
+    lets a first ``certify`` sign its evidence without extra steps.
+    """
+    d = default_key_dir()
+    path = d / "local.key"
+    if not path.exists():
+        generated = generate(d, "local")
+        say(f"generated a local signing key {generated.private_path} (trust it with: catalog keys trust {generated.public_path} --name local --channel candidate)")
+    load_private(path)
+    return path

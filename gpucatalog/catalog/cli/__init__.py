@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "keys",
     "promote",
     "publish",
+    "certify",
+    "install",
 )
 
 EPILOG = """examples:

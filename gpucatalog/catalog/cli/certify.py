@@ -1,0 +1,74 @@
+"""``catalog certify``: stand up (or use) a cluster, install the bundle, run its conformance
+suites and write signed evidence, JUnit and an HTML report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from gpucatalog.catalog.cli import common
+from gpucatalog.pipelines import certify
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = common.add_subparser(
+        sub,
+        "certify",
+        "certify a bundle on a cluster: render, validate, install, run conformance suites, sign evidence",
+        [
+            "catalog certify gpu-scheduling --cluster sim --evidence out/evidence",
+            "catalog certify gpu-scheduling --cluster sim --suite fault_remediation --json",
+            "catalog certify slurm@0.1.0 --cluster kubeconfig=~/.kube/gpu --profile h100-8x --evidence ev",
+        ],
+    )
+    p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
+    p.add_argument("--cluster", default="sim", help="sim (default), kind, or kubeconfig=PATH for an existing cluster")
+    p.add_argument("--profile", help="bundle profile (default: the provider's name: sim or kind)")
+    p.add_argument("--suite", action="append", default=[], help="run only this suite (repeatable)")
+    p.add_argument("--evidence", type=Path, help="write signed evidence, junit.xml and report.html here")
+    p.add_argument("--signing-key", type=Path, help="Ed25519 private key (default: a local key, made on first use)")
+    p.add_argument("--cluster-name", default="certify", help="name of the sim/kind cluster to start (default: certify)")
+    p.add_argument("--keep-cluster", action="store_true", help="leave the started cluster running afterwards")
+    p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cat = common.load(args)
+    opts = certify.Options(
+        bundle=args.bundle,
+        cluster=args.cluster,
+        profile=args.profile,
+        suites=tuple(args.suite),
+        evidence_dir=args.evidence,
+        signing_key=args.signing_key,
+        cluster_name=args.cluster_name,
+        keep_cluster=args.keep_cluster,
+    )
+    outcome = certify.run(cat, opts, say=lambda m: print(m, file=sys.stderr))
+    if args.json:
+        common.print_json(outcome.to_dict())
+    else:
+        _table(outcome)
+    return 0 if outcome.passed else 1
+
+
+def _table(o: certify.Outcome) -> None:
+    console = Console()
+    t = Table(title=f"{o.rendered.ref} on {o.cluster.get('provider')} ({o.rendered.profile})  {o.rendered.digest[:19]}…")
+    for col in ("suite", "case", "result", "seconds", "reason"):
+        t.add_column(col)
+    for s in o.suites:
+        for c in s.cases:
+            mark = "[green]✔ passed[/]" if c.result == "passed" else f"[red]✖ {c.result}[/]"
+            t.add_row(s.name, c.name, mark, f"{c.seconds:.1f}", c.reason[:160])
+    console.print(t)
+    verdict = "PASSED" if o.passed else "FAILED"
+    print(f"{verdict} in {o.finished - o.started:.0f}s")
+    if o.paths:
+        print(f"evidence: {o.paths.envelope}")
+        print(f"report: {o.paths.report}")

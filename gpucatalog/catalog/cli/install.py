@@ -1,0 +1,94 @@
+"""``catalog install`` / ``catalog uninstall``: install the newest promoted version of a bundle
+(or a given one) into a cluster; refuse an uncertified version unless told."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gpucatalog.catalog import errors, install, render, resolve
+from gpucatalog.catalog.cli import common
+from gpucatalog.pipelines import channels
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = common.add_subparser(
+        sub,
+        "install",
+        "install a promoted bundle version into a cluster, in order, waiting for readiness",
+        [
+            "catalog install gpu-scheduling --channel stable --kubeconfig ~/.kube/config --profile h100-8x",
+            "catalog install gpu-scheduling@0.1.0 --allow-uncertified --dry-run --profile sim",
+        ],
+    )
+    _common_args(p)
+    p.add_argument("--channel", default="stable", help="channel to install from (default: stable)")
+    p.add_argument("--allow-uncertified", action="store_true", help="install a version that is not in the channel")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--timeout", type=int, default=300, help="seconds to wait for each component (default 300)")
+    p.set_defaults(func=cmd_install)
+
+    p = common.add_subparser(
+        sub,
+        "uninstall",
+        "remove a bundle's releases from a cluster, in reverse order",
+        ["catalog uninstall gpu-scheduling@0.1.0 --kubeconfig ~/.kube/config --profile sim"],
+    )
+    _common_args(p)
+    p.set_defaults(func=cmd_uninstall)
+
+
+def _common_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
+    p.add_argument("--kubeconfig", type=Path, help="cluster to install into (default: $KUBECONFIG)")
+    p.add_argument("--profile", required=True, help="bundle profile matching the cluster")
+
+
+def _version(args: argparse.Namespace, cat_root: Path) -> str:
+    name, version = resolve.split_ref(args.bundle)
+    promoted = channels.versions_in(cat_root, args.channel, name)
+    if version is None:
+        if not promoted:
+            raise errors.CheckFailed(
+                f"no version of {name} is promoted to {args.channel!r}; name a version and pass --allow-uncertified"
+            )
+        return f"{name}@{promoted[-1]}"
+    if version not in promoted and not args.allow_uncertified:
+        raise errors.CheckFailed(
+            f"{name}@{version} is not in channel {args.channel!r} (promoted: {', '.join(promoted) or 'none'}); "
+            "refusing to install an uncertified version without --allow-uncertified"
+        )
+    return f"{name}@{version}"
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    cat = common.load(args)
+    ref = _version(args, cat.root)
+    with common.progress(f"rendering {ref}"):
+        rb = render.render_bundle(cat, ref, args.profile)
+    if args.dry_run:
+        print("\n".join(install.plan_lines(rb)))
+        return 0
+    kubeconfig = _kubeconfig(args)
+    done = install.install(rb, kubeconfig, timeout_s=args.timeout, progress=lambda m: print(m, file=sys.stderr))
+    for d in done:
+        print(f"{d.component:18} release {d.release} in {d.namespace}, revision {d.revision} ({d.seconds:.1f}s)")
+    print(f"installed {rb.ref} ({rb.digest})")
+    return 0
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    cat = common.load(args)
+    rb = render.render_bundle(cat, args.bundle, args.profile)
+    removed = install.uninstall(rb, _kubeconfig(args), progress=lambda m: print(m, file=sys.stderr))
+    print(f"uninstalled {rb.ref}: {', '.join(removed) or 'nothing was installed'}")
+    return 0
+
+
+def _kubeconfig(args: argparse.Namespace) -> Path | None:
+    if args.kubeconfig is None:
+        return None
+    if not args.kubeconfig.expanduser().is_file():
+        raise errors.NotFoundError(f"kubeconfig not found: {args.kubeconfig}", field="--kubeconfig")
+    return Path(args.kubeconfig.expanduser())

@@ -1,0 +1,217 @@
+"""Certification: render -> static validation -> cluster -> install -> suites -> signed evidence.
+
+Called by ``catalog certify``. Whatever fails, evidence is written (marked failed), diagnostics
+are collected before teardown, and a cluster this run started is torn down unless kept.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpucatalog.catalog import errors, install, model, render
+from gpucatalog.pipelines import cluster_facts, evidence, keys
+from gpucatalog.toolchain import build
+from gpucatalog.validators import bundle_checks
+from gpucatalog.validators.clusters import provider as providers
+from gpucatalog.validators.conformance import SUITES, base
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Options:
+    bundle: str
+    cluster: str = "sim"  # sim | kind | kubeconfig=PATH
+    profile: str | None = None
+    suites: tuple[str, ...] = ()
+    evidence_dir: Path | None = None
+    signing_key: Path | None = None
+    cluster_name: str = "certify"
+    keep_cluster: bool = False
+    install_timeout_s: int = 300
+
+
+@dataclass
+class Outcome:
+    rendered: render.RenderedBundle
+    suites: list[base.SuiteResult]
+    cluster: dict[str, Any]
+    started: float
+    finished: float
+    paths: evidence.EvidencePaths | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.suites) and all(s.result == "passed" for s in self.suites)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bundle": self.rendered.bundle,
+            "version": self.rendered.version,
+            "profile": self.rendered.profile,
+            "digest": self.rendered.digest,
+            "result": "passed" if self.passed else "failed",
+            "cluster": self.cluster,
+            "suites": [s.to_dict() for s in self.suites],
+            "seconds": round(self.finished - self.started, 3),
+            "evidence": str(self.paths.envelope) if self.paths else None,
+            "report": str(self.paths.report) if self.paths else None,
+        }
+
+
+def parse_cluster(spec: str) -> tuple[str, Path | None]:
+    if spec in ("sim", "kind"):
+        return spec, None
+    if spec.startswith("kubeconfig="):
+        path = Path(spec.partition("=")[2]).expanduser()
+        if not path.is_file():
+            raise errors.NotFoundError(f"kubeconfig not found: {path}", field="--cluster")
+        return "kubeconfig", path
+    raise errors.InputError(f"bad --cluster {spec!r}", field="--cluster", expected="sim, kind or kubeconfig=PATH")
+
+
+def default_profile(kind: str) -> str:
+    return {"sim": "sim", "kind": "kind"}.get(kind, "")
+
+
+def select_suites(bundle_suites: tuple[str, ...], wanted: tuple[str, ...]) -> list[str]:
+    names = list(wanted or bundle_suites)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise errors.NotFoundError(
+            f"unknown suite(s): {', '.join(unknown)}", field="--suite", expected=", ".join(sorted(SUITES))
+        )
+    not_in_bundle = [n for n in names if n not in bundle_suites]
+    if not_in_bundle:
+        raise errors.InputError(
+            f"suite(s) {', '.join(not_in_bundle)} are not declared by the bundle",
+            field="--suite",
+            expected=", ".join(bundle_suites),
+        )
+    return names
+
+
+def _static_suite(findings: list[errors.Finding], seconds: float) -> base.SuiteResult:
+    case = base.CaseResult(
+        name="schemas-policy-lint",
+        result="failed" if findings else "passed",
+        reason="; ".join(str(f) for f in findings[:20]) + (f" (+{len(findings) - 20} more)" if len(findings) > 20 else ""),
+        seconds=seconds,
+        details={"findings": len(findings)},
+    )
+    return base.SuiteResult(name="static", cases=[case], seconds=seconds, started=time.time() - seconds)
+
+
+def _failed_step(name: str, reason: str, seconds: float) -> base.SuiteResult:
+    case = base.CaseResult(name=name, result="failed", reason=reason, seconds=seconds)
+    return base.SuiteResult(name=name, cases=[case], seconds=seconds, started=time.time() - seconds)
+
+
+def _signing_key(opts: Options, say: Say) -> Path:
+    if opts.signing_key is not None:
+        keys.load_private(opts.signing_key)  # permissions and format checked before any work
+        return opts.signing_key
+    return keys.local_key(say)
+
+
+def run(cat: model.Catalog, opts: Options, say: Say) -> Outcome:
+    started = time.time()
+    kind, kubeconfig_path = parse_cluster(opts.cluster)
+    profile = opts.profile or default_profile(kind)
+    if not profile:
+        raise errors.InputError("--profile is required with --cluster kubeconfig=PATH", field="--profile")
+    key_path = _signing_key(opts, say) if opts.evidence_dir else None
+    say(f"rendering {opts.bundle} for profile {profile}")
+    rb = render.render_bundle(cat, opts.bundle, profile)
+    suite_names = select_suites(rb.suites, opts.suites)
+    results: list[base.SuiteResult] = []
+    say("static validation")
+    t0 = time.monotonic()
+    findings = bundle_checks.check_rendered(rb)
+    results.append(_static_suite(findings, time.monotonic() - t0))
+    cluster_info: dict[str, Any] = {"provider": kind, "profile": profile}
+    if not findings:
+        results += _on_cluster(rb, kind, kubeconfig_path, suite_names, opts, cluster_info, say)
+    outcome = Outcome(rendered=rb, suites=results, cluster=cluster_info, started=started, finished=time.time())
+    if opts.evidence_dir is not None and key_path is not None:
+        outcome.paths = evidence.write_evidence(
+            opts.evidence_dir,
+            bundle=rb.bundle,
+            version=rb.version,
+            profile=profile,
+            digest=rb.digest,
+            cluster=cluster_info,
+            tools=build.versions(),
+            suites=results,
+            started=started,
+            finished=outcome.finished,
+            signing_key_path=key_path,
+        )
+        (opts.evidence_dir / "bundle.lock.json").write_text(render.canonical_json(rb.lock).decode() + "\n")
+    return outcome
+
+
+def _on_cluster(
+    rb: render.RenderedBundle,
+    kind: str,
+    kubeconfig_path: Path | None,
+    suite_names: list[str],
+    opts: Options,
+    info: dict[str, Any],
+    say: Say,
+) -> list[base.SuiteResult]:
+    prov = providers.get(kind, opts.cluster_name, kubeconfig=kubeconfig_path)
+    if not prov.available():
+        raise errors.InputError(f"cluster provider {kind!r} cannot run here: {prov.why_unavailable()}", field="--cluster")
+    results: list[base.SuiteResult] = []
+    started_cluster = False
+    t0 = time.monotonic()
+    try:
+        if kind == "kubeconfig":
+            kubeconfig = prov.kubeconfig()
+        else:
+            shape = str(rb.cluster.get("shape", "h100-80gb-x8"))
+            nodes = int(rb.cluster.get("nodes", 4))
+            say(f"starting {kind} cluster {opts.cluster_name!r}: {nodes} x {shape}")
+            started_cluster = True
+            kubeconfig = prov.up(nodes, shape)
+        prov.wait_ready(120)
+        info.update(cluster_facts.describe(kubeconfig, prov))
+        problems = cluster_facts.preflight(kubeconfig, rb)
+        if problems:
+            results.append(_failed_step("preflight", "; ".join(problems), time.monotonic() - t0))
+            return results
+        t1 = time.monotonic()
+        try:
+            install.install(rb, kubeconfig, timeout_s=opts.install_timeout_s, progress=say)
+        except errors.CatalogError as exc:
+            results.append(_failed_step("install", str(exc), time.monotonic() - t1))
+            return results
+        info["live"], info["simulated"] = cluster_facts.live_and_simulated(kubeconfig, prov)
+        ctx = base.SuiteContext(
+            kubeconfig=kubeconfig,
+            params={"inject_fault": getattr(prov, "inject_fault", None), "bundle_values": {c.name: c.values for c in rb.components}},
+            endpoints=cluster_facts.endpoints(prov),
+            log=say,
+        )
+        for name in suite_names:
+            say(f"suite {name}")
+            suite = importlib.import_module(SUITES[name])
+            results.append(suite.run(ctx))
+        return results
+    finally:
+        failed = any(r.result == "failed" for r in results)
+        if failed and opts.evidence_dir is not None:
+            try:
+                prov.collect_logs(opts.evidence_dir / "logs")
+            except errors.CatalogError as exc:
+                say(f"could not collect logs: {exc}")
+        if started_cluster and not opts.keep_cluster:
+            say(f"tearing down cluster {opts.cluster_name!r}")
+            prov.down()

@@ -1,0 +1,80 @@
+"""Facts about the cluster a certification runs on, read through the Kubernetes API: version,
+GPU nodes, the preflight a bundle needs, and what ran live versus simulated. Called by
+``pipelines.certify``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from gpucatalog.catalog import render, versions
+
+# Set by the sim kubelet on pods it runs as real processes (see docs/sim-cluster.md).
+SIM_RUNNER_ANNOTATION = "sim.gpu-catalog.dev/runner"
+
+
+def _api(kubeconfig: Path) -> Any:
+    # Typed as Any: the client's generated models mark every field Optional.
+    return config.new_client_from_config(config_file=str(kubeconfig))
+
+
+def _core(kubeconfig: Path) -> Any:
+    return client.CoreV1Api(_api(kubeconfig))
+
+
+def describe(kubeconfig: Path, prov: Any) -> dict[str, Any]:
+    api = _api(kubeconfig)
+    ver: Any = client.VersionApi(api).get_code()
+    nodes = []
+    node_list: Any = client.CoreV1Api(api).list_node()
+    for n in node_list.items:
+        labels = n.metadata.labels or {}
+        nodes.append(
+            {
+                "name": n.metadata.name,
+                "gpus": int((n.status.capacity or {}).get("nvidia.com/gpu", "0")),
+                "product": labels.get("nvidia.com/gpu.product", ""),
+                "gpuMemoryMiB": labels.get("nvidia.com/gpu.memory", ""),
+            }
+        )
+    return {"kubernetesVersion": ver.git_version, "nodes": nodes, "name": getattr(prov, "name", "")}
+
+
+def preflight(kubeconfig: Path, rb: render.RenderedBundle) -> list[str]:
+    """What the cluster lacks for this bundle: a Kubernetes version in every component's range,
+    and GPU nodes. Empty when it is fine."""
+    info = describe(kubeconfig, None)
+    problems = []
+    kver = str(info["kubernetesVersion"]).lstrip("v").split("-")[0].split("+")[0]
+    for c in rb.components:
+        rng = rb.lock_component(c.name).get("kubernetes")
+        if rng and not versions.satisfies(kver, rng):
+            problems.append(f"{c.name} supports Kubernetes {rng}, cluster runs {kver}")
+    if not any(n["gpus"] > 0 for n in info["nodes"]):
+        problems.append("no node advertises nvidia.com/gpu capacity")
+    return problems
+
+
+def live_and_simulated(kubeconfig: Path, prov: Any) -> tuple[list[str], list[str]]:
+    """Which of the bundle's pods ran as real processes and which were only simulated."""
+    live: list[str] = list(getattr(prov, "live_parts", lambda: [])())
+    simulated: list[str] = list(getattr(prov, "simulated_parts", lambda: [])())
+    if getattr(prov, "kind", "") != "sim":
+        return live, simulated
+    pods: list[Any] = _core(kubeconfig).list_pod_for_all_namespaces().items
+    for p in pods:
+        images = ",".join(sorted({c.image for c in p.spec.containers}))
+        ident = f"pod {p.metadata.namespace}/{p.metadata.name} ({images})"
+        if (p.metadata.annotations or {}).get(SIM_RUNNER_ANNOTATION):
+            live.append(ident + ": real process")
+        else:
+            simulated.append(ident + ": status simulated by kwok (image not runnable here)")
+    return live, simulated
+
+
+def endpoints(prov: Any) -> dict[str, str]:
+    """Non-Kubernetes endpoints a provider offers suites (e.g. the Slurm cluster's slurm.conf)."""
+    fn = getattr(prov, "endpoints", None)
+    return dict(fn()) if fn else {}
