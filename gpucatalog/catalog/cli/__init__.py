@@ -17,6 +17,7 @@ from gpucatalog.catalog import errors, executor
 COMMAND_MODULES = (
     "bundles",
     "toolchain",
+    "cluster",
 )
 
 EPILOG = """examples:

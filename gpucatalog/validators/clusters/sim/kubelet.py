@@ -1,0 +1,4 @@
+"""placeholder"""
+import time
+while True:
+    time.sleep(1)

@@ -1,0 +1,40 @@
+"""kwok's configuration for a sim cluster: options plus the Stage documents of ``data/``.
+
+Called by ``cluster.up``; fills the sim-kubelet exclusion (a jq expression over container
+images) into every pod Stage so kwok never touches pods the sim kubelet runs.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from gpucatalog.validators.clusters.sim import images
+
+PLACEHOLDER = "__SIM_KUBELET_PODS__"
+
+
+def render() -> str:
+    stages = resources.files("gpucatalog.validators.clusters.sim").joinpath("data/kwok-stages.yaml").read_text()
+    expr = images.kwok_exclusion_jq()
+    # the placeholder sits inside single quotes in YAML; double any single quote of the expression
+    stages = stages.replace(PLACEHOLDER, expr.replace("'", "''"))
+    options = {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {
+            # node liveness through Leases, renewed well inside the controller manager's 60 s grace
+            "nodeLeaseDurationSeconds": 40,
+            "nodeLeaseParallelism": 16,
+            "nodePlayStageParallelism": 16,
+            "podPlayStageParallelism": 16,
+        },
+    }
+    return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages
+
+
+def write(path: Path) -> Path:
+    path.write_text(render())
+    return path
