@@ -56,6 +56,7 @@ class SimCluster:
         *,
         restart: str = "always",
         api_port: int | None = None,
+        heartbeat_s: float = 300.0,
         timeout: float = 180.0,
         progress: Progress | None = None,
     ) -> Path:
@@ -74,13 +75,13 @@ class SimCluster:
             ports.require_free(api_port, "--api-port")
         self._cleanup_stale()
         try:
-            return self._up(nodes, node_shape, restart, api_port, timeout, say)
+            return self._up(nodes, node_shape, restart, api_port, heartbeat_s, timeout, say)
         except BaseException:
             # failed start or Ctrl-C: leave no process and no state behind
             self._teardown()
             raise
 
-    def _up(self, count: int, shape: shapes.Shape, restart: str, api_port: int | None, timeout: float,
+    def _up(self, count: int, shape: shapes.Shape, restart: str, api_port: int | None, heartbeat_s: float, timeout: float,
             say: Progress) -> Path:
         t0 = time.monotonic()
         lay = self.layout
@@ -106,7 +107,7 @@ class SimCluster:
         for who in ("kube-controller-manager", "kube-scheduler", "kwok", "sim-kubelet"):
             pki_mod.write_kubeconfig(lay.component_kubeconfig(who), pki_mod.kubeconfig_doc(
                 server, pki.ca_crt, cert=pki.crt(who), key=pki.key(who), user=who, cluster=self.name))
-        stages.write(lay.kwok_config)
+        stages.write(lay.kwok_config, heartbeat_s)
         cfg.save(lay.config)
         say(f"starting control plane of {self.name!r} on {server}")
         sup = executor.spawn(

@@ -16,11 +16,14 @@ from gpucatalog.validators.clusters.sim import images
 PLACEHOLDER = "__SIM_KUBELET_PODS__"
 
 
-def render() -> str:
+def render(heartbeat_s: float = 300.0) -> str:
+    """kwok.yaml text; ``heartbeat_s`` is the node status heartbeat period (Leases carry liveness)."""
     stages = resources.files("gpucatalog.validators.clusters.sim").joinpath("data/kwok-stages.yaml").read_text()
     expr = images.kwok_exclusion_jq()
     # the placeholder sits inside single quotes in YAML; double any single quote of the expression
     stages = stages.replace(PLACEHOLDER, expr.replace("'", "''"))
+    ms = int(heartbeat_s * 1000)
+    stages = stages.replace("__HEARTBEAT_MS__", str(ms)).replace("__HEARTBEAT_JITTER_MS__", str(ms + ms // 20))
     options = {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokConfiguration",
@@ -35,6 +38,6 @@ def render() -> str:
     return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages
 
 
-def write(path: Path) -> Path:
-    path.write_text(render())
+def write(path: Path, heartbeat_s: float = 300.0) -> Path:
+    path.write_text(render(heartbeat_s))
     return path
