@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -110,16 +109,17 @@ class SimCluster:
         stages.write(lay.kwok_config, heartbeat_s)
         cfg.save(lay.config)
         say(f"starting control plane of {self.name!r} on {server}")
-        sup = executor.spawn(
-            [sys.executable, "-m", "gpucatalog.validators.clusters.sim.supervisor", "--state", str(lay.root)],
+        launcher = executor.spawn(
+            [sys.executable, "-m", "gpucatalog.validators.clusters.sim.supervisor", "--state", str(lay.root),
+             "--daemonize"],
             log_path=lay.logs / "supervisor.log", env={"PYTHONPATH": cfg.python_path},
         )
-        procs.record(lay.pids, "supervisor", sup.pid)
+        launcher.wait()
         # seed node folders while the control plane boots
         objs = [nodes.node_object(shape, i) for i in range(count)]
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(lambda o: nodefs.seed(lay.node_dir(o["metadata"]["name"]), shape, self.name), objs))
-        self._wait_phase(sup, timeout)
+        self._wait_phase(timeout)
         say(f"API server ready after {time.monotonic() - t0:.1f}s; creating {count} {shape.name} nodes")
         nodes.create(self.core(), objs)
         self.wait_ready(max(5.0, timeout - (time.monotonic() - t0)), expect=count)
@@ -253,15 +253,17 @@ class SimCluster:
         except (OSError, ValueError):
             return {}
 
-    def _wait_phase(self, sup: subprocess.Popen[bytes], timeout: float) -> None:
+    def _wait_phase(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        started = time.monotonic()
         while time.monotonic() < deadline:
             phase = self._state().get("phase")
             if phase == "running":
                 return
-            if phase == "failed" or sup.poll() is not None:
+            gone = time.monotonic() - started > 2 and not self.running()
+            if phase == "failed" or gone:
                 err = self._state().get("error") or _tail(self.layout.logs / "supervisor.log")
-                raise errors.ToolError(["sim-supervisor"], sup.poll() or 1, f"cluster {self.name} failed to start: {err}")
+                raise errors.ToolError(["sim-supervisor"], 1, f"cluster {self.name} failed to start: {err}")
             time.sleep(0.05)
         raise errors.ToolError(["sim-supervisor"], 124, f"control plane not up after {timeout:.0f}s")
 

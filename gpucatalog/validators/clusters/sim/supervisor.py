@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import ssl
 import subprocess
@@ -212,8 +213,6 @@ class Supervisor:
 
 
 def _self_pid() -> int:
-    import os
-
     return os.getpid()
 
 
@@ -231,8 +230,16 @@ def _tail(path: Path, lines: int = 15) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="sim-supervisor")
     ap.add_argument("--state", required=True, type=Path)
+    ap.add_argument("--daemonize", action="store_true", help="fork, detach (new session) and record own pid")
     args = ap.parse_args(argv)
     lay = Layout(args.state)
+    if args.daemonize:
+        # The launcher exits at once (its starter reaps it); the daemon is re-parented to init,
+        # so it never lingers as a zombie of a long-lived caller such as pytest.
+        if os.fork() > 0:
+            os._exit(0)
+        os.setsid()
+        procs.record(lay.pids, "supervisor", os.getpid())
     cfg = ClusterConfig.load(lay.config)
     sup = Supervisor(cfg, lay)
 
