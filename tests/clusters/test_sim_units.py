@@ -13,11 +13,21 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from gpucatalog.catalog import errors, executor
 from gpucatalog.catalog import cli as cli_mod
+from gpucatalog.catalog import errors, executor
 from gpucatalog.toolchain import build
 from gpucatalog.validators.clusters import provider
-from gpucatalog.validators.clusters.sim import faults, images, nodefs, nodes, pki, podexec, procs, shapes, stages
+from gpucatalog.validators.clusters.sim import (
+    faults,
+    images,
+    nodefs,
+    nodes,
+    pki,
+    podexec,
+    procs,
+    shapes,
+    stages,
+)
 
 
 def test_shape_catalogue_has_required_shapes() -> None:

@@ -207,7 +207,8 @@ class SimCluster:
     def api_client(self) -> Any:
         from kubernetes import config
 
-        client = config.new_client_from_config(str(self.kubeconfig()))
+        loader: Any = config.new_client_from_config  # untyped in the kubernetes package
+        client = loader(str(self.kubeconfig()))
         client.configuration.retries = 0
         return client
 
@@ -221,7 +222,7 @@ class SimCluster:
         s = shapes.get(shape)
         core = self.core()
         existing = {n.metadata.name for n in core.list_node().items}
-        objs = []
+        objs: list[dict[str, Any]] = []
         i = start or 0
         while len(objs) < count:
             if nodes.node_name(s, i) not in existing:

@@ -95,8 +95,9 @@ class Kubelet:
 
         self.lay = lay
         self.cfg = cfg
-        self.api = config.new_client_from_config(str(lay.component_kubeconfig("sim-kubelet")))
-        self.core = client.CoreV1Api(self.api)
+        loader: Any = config.new_client_from_config  # untyped in the kubernetes package
+        self.api: Any = loader(str(lay.component_kubeconfig("sim-kubelet")))
+        self.core: Any = client.CoreV1Api(self.api)
         self.client = client
         self.pods: dict[str, PodRun] = {}
         self.next_ip = 1
@@ -347,7 +348,7 @@ class Kubelet:
         else:
             phase = "Running" if any(c.state in ("running", "terminated") or c.restarts for c in run.containers) else "Pending"
         cond = "True" if all_ready else "False"
-        status = {
+        status: dict[str, Any] = {
             "phase": phase, "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
             "podIP": run.ip, "podIPs": [{"ip": run.ip}], "startTime": run.start_time,
             "conditions": [
@@ -361,8 +362,8 @@ class Kubelet:
         digest = json.dumps([phase, cond, [(s["restartCount"], list(s["state"])) for s in statuses]])
         if digest == run.reported and not force:
             return
-        for c in status["conditions"]:
-            c["lastTransitionTime"] = _now()
+        for cnd in status["conditions"]:
+            cnd["lastTransitionTime"] = _now()
         try:
             self.core.patch_namespaced_pod_status(run.name, run.namespace, {"status": status})
             run.reported = digest
@@ -390,7 +391,7 @@ class Kubelet:
         shutil.rmtree(run.dir, ignore_errors=True)
 
     def sync(self) -> None:
-        pods = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=", resource_version="0").items
+        pods: list[Any] = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=", resource_version="0").items
         seen = set()
         for pod in pods:
             if not is_sim_pod(pod) or not (self.lay.node_dir(pod.spec.node_name) / "sim").is_dir():

@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state", required=True, type=Path)
     args = ap.parse_args(argv)
     lay = Layout(args.state)
-    api = config.new_client_from_config(str(lay.component_kubeconfig("sim-kubelet")))
-    core = client.CoreV1Api(api)
+    loader: Any = config.new_client_from_config  # untyped in the kubernetes package
+    core: Any = client.CoreV1Api(loader(str(lay.component_kubeconfig("sim-kubelet"))))
     print(f"sim node agent up (pid {os.getpid()})", flush=True)
     while True:
         try:

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -24,13 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=2.0)
     ap.add_argument("--once", action="store_true")
     args = ap.parse_args(argv)
+    cfg: Any = config  # the loaders are untyped in the kubernetes package
     if (SA_DIR / "token").is_file():
-        config.load_incluster_config()
+        cfg.load_incluster_config()
         namespace = (SA_DIR / "namespace").read_text().strip()
     else:
-        config.load_kube_config()
+        cfg.load_kube_config()
         namespace = os.environ.get("POD_NAMESPACE", "default")
-    core = client.CoreV1Api()
+    core: Any = client.CoreV1Api()
     while True:
         try:
             pods = core.list_namespaced_pod(namespace).items

@@ -59,7 +59,7 @@ def k8s_client(sim_cluster: SimCluster) -> Any:
 def sim_namespace(k8s_client: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     from kubernetes import client
 
-    core = client.CoreV1Api(k8s_client)
+    core: Any = client.CoreV1Api(k8s_client)
     base = request.node.name.lower().replace("_", "-")[:40].strip("-")
     name = f"{base}-{uuid.uuid4().hex[:5]}"
     core.create_namespace({"metadata": {"name": name}})
