@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "publish",
     "certify",
     "install",
+    "cluster",
 )
 
 EPILOG = """examples:

@@ -1,0 +1,324 @@
+"""``SimCluster``: the sim provider's Python API (up, wait_ready, status, down, faults, logs).
+
+Used by ``catalog cluster …``, by certification through ``providers.get("sim", name)`` and by
+the pytest plugin. ``up`` builds (or finds cached) binaries, writes PKI, kubeconfigs and kwok's
+config into the cluster's state folder, spawns the supervisor daemon, creates the nodes and
+waits until they are Ready; any failure or Ctrl-C on the way tears everything down again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import gpucatalog
+from gpucatalog.catalog import errors, executor
+from gpucatalog.toolchain import build
+from gpucatalog.validators.clusters.sim import faults, nodefs, nodes, ports, procs, shapes, stages
+from gpucatalog.validators.clusters.sim import pki as pki_mod
+from gpucatalog.validators.clusters.sim.config import RESTART_POLICIES, ClusterConfig
+from gpucatalog.validators.clusters.sim.layout import Layout, clusters_root
+
+MAX_NODES = 2000
+TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+PORT_NAMES = ("etcd", "etcd_peer", "apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_msg: str) -> None:
+    return None
+
+
+class SimCluster:
+    """One named sim cluster; several with different names may run at once."""
+
+    def __init__(self, name: str = "sim") -> None:
+        self.layout = Layout.of(name)
+        self.name = name
+
+    # -- provider protocol --------------------------------------------------------------------
+    def available(self) -> bool:
+        return shutil.which("go") is not None or all(build.cached(t) for t in TOOLS)
+
+    def up(
+        self,
+        nodes: int = 8,
+        shape: str = "h100-80gb-x8",
+        *,
+        restart: str = "always",
+        api_port: int | None = None,
+        heartbeat_s: float = 300.0,
+        timeout: float = 180.0,
+        progress: Progress | None = None,
+    ) -> Path:
+        """Start the cluster and return the admin kubeconfig path once ``nodes`` nodes are Ready."""
+        say = progress or _quiet
+        node_shape = shapes.get(shape)
+        if not 1 <= nodes <= MAX_NODES:
+            raise errors.InputError(f"node count {nodes} out of range", field="--nodes", expected=f"1-{MAX_NODES}")
+        if restart not in RESTART_POLICIES:
+            raise errors.InputError(f"unknown restart policy {restart!r}", field="restart",
+                                    expected=", ".join(RESTART_POLICIES))
+        if self.running():
+            raise errors.ConflictError(f"cluster {self.name!r} is already running",
+                                       field="--name", expected="another name, or `catalog cluster down` first")
+        if api_port is not None:
+            ports.require_free(api_port, "--api-port")
+        self._cleanup_stale()
+        try:
+            return self._up(nodes, node_shape, restart, api_port, heartbeat_s, timeout, say)
+        except BaseException:
+            # failed start or Ctrl-C: leave no process and no state behind
+            self._teardown()
+            raise
+
+    def _up(self, count: int, shape: shapes.Shape, restart: str, api_port: int | None, heartbeat_s: float, timeout: float,
+            say: Progress) -> Path:
+        t0 = time.monotonic()
+        lay = self.layout
+        binaries = {}
+        for tool in TOOLS:
+            if build.cached(tool) is None:
+                say(f"building {tool} (first use; cached afterwards)")
+            binaries[tool] = str(build.ensure(tool, progress=say))
+        lay.root.mkdir(parents=True, exist_ok=True)
+        for d in (lay.logs, lay.pids, lay.nodes):
+            d.mkdir(exist_ok=True)
+        picked = dict(zip(PORT_NAMES, ports.free_ports(len(PORT_NAMES)), strict=True))
+        if api_port is not None:
+            picked["apiserver"] = api_port
+        cfg = ClusterConfig(
+            name=self.name, slot=self._free_slot(), ports=picked, binaries=binaries, restart=restart,
+            python_path=_python_path(), versions={t: v for t, v in build.versions().items() if t in TOOLS},
+        )
+        pki = pki_mod.generate(lay.pki)
+        server = cfg.api_url
+        pki_mod.write_kubeconfig(lay.kubeconfig, pki_mod.kubeconfig_doc(
+            server, pki.ca_crt, cert=pki.crt("admin"), key=pki.key("admin"), cluster=self.name))
+        for who in ("kube-controller-manager", "kube-scheduler", "kwok", "sim-kubelet"):
+            pki_mod.write_kubeconfig(lay.component_kubeconfig(who), pki_mod.kubeconfig_doc(
+                server, pki.ca_crt, cert=pki.crt(who), key=pki.key(who), user=who, cluster=self.name))
+        stages.write(lay.kwok_config, heartbeat_s)
+        cfg.save(lay.config)
+        say(f"starting control plane of {self.name!r} on {server}")
+        launcher = executor.spawn(
+            [sys.executable, "-m", "gpucatalog.validators.clusters.sim.supervisor", "--state", str(lay.root),
+             "--daemonize"],
+            log_path=lay.logs / "supervisor.log", env={"PYTHONPATH": cfg.python_path},
+        )
+        launcher.wait()
+        # seed node folders while the control plane boots
+        objs = [nodes.node_object(shape, i) for i in range(count)]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(lambda o: nodefs.seed(lay.node_dir(o["metadata"]["name"]), shape, self.name), objs))
+        self._wait_phase(timeout)
+        say(f"API server ready after {time.monotonic() - t0:.1f}s; creating {count} {shape.name} nodes")
+        nodes.create(self.core(), objs)
+        self.wait_ready(max(5.0, timeout - (time.monotonic() - t0)), expect=count)
+        say(f"{count} nodes Ready after {time.monotonic() - t0:.1f}s")
+        return lay.kubeconfig
+
+    def wait_ready(self, timeout: float = 120.0, expect: int | None = None) -> None:
+        """Block until the API server is ready and every node (at least ``expect``) is Ready."""
+        core = self.core()
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            st = self._state()
+            if st.get("phase") == "failed":
+                raise errors.ToolError(["sim-supervisor"], 1, str(st.get("error")))
+            try:
+                items = core.list_node(resource_version="0").items
+            except _api_errors() as exc:
+                last = f"API server not answering: {exc}"
+                time.sleep(0.3)
+                continue
+            ready = sum(1 for n in items if _node_ready(n))
+            last = f"{ready}/{len(items)} nodes Ready"
+            if items and ready == len(items) and (expect is None or ready >= expect):
+                return
+            time.sleep(0.2)
+        raise errors.ToolError(["sim", "wait-ready"], 124, f"cluster {self.name} not ready after {timeout:.0f}s: {last}")
+
+    def kubeconfig(self) -> Path:
+        if not self.layout.kubeconfig.is_file():
+            raise errors.NotFoundError(f"no sim cluster named {self.name!r}", field="--name")
+        return self.layout.kubeconfig
+
+    def collect_logs(self, dest: Path) -> Path:
+        out = dest / f"sim-{self.name}-logs"
+        out.mkdir(parents=True, exist_ok=True)
+        for log in sorted(self.layout.logs.glob("*.log")):
+            shutil.copy2(log, out / log.name)
+        for log in sorted(self.layout.nodes.glob("*/pods/*/*.log")):
+            target = out / "pods" / log.parent.name
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(log, target / log.name)
+        if self.layout.state.is_file():
+            shutil.copy2(self.layout.state, out / "state.json")
+        return out
+
+    def down(self) -> None:
+        """Stop every process of the cluster and delete its state folder."""
+        if not self.layout.root.exists():
+            raise errors.NotFoundError(f"no sim cluster named {self.name!r}", field="--name",
+                                       expected=", ".join(list_clusters()) or "a running cluster (none are)")
+        self._teardown()
+
+    # -- status and helpers ---------------------------------------------------------------------
+    def running(self) -> bool:
+        rec = procs.read(self.layout.pids / "supervisor.pid")
+        return rec is not None and rec.alive()
+
+    def status(self) -> dict[str, Any]:
+        """Supervisor view plus a live probe of every process (a killed one shows as not alive)."""
+        if not self.layout.root.exists():
+            raise errors.NotFoundError(f"no sim cluster named {self.name!r}", field="--name")
+        st = self._state()
+        comps: dict[str, Any] = st.get("components", {})
+        for name, c in comps.items():
+            rec = procs.read(self.layout.pids / f"{name}.pid")
+            c["alive"] = bool(rec and rec.alive())
+        cfg = self.config()
+        return {
+            "name": self.name,
+            "phase": st.get("phase", "unknown") if self.running() else "dead",
+            "supervisor_alive": self.running(),
+            "api_server": cfg.api_url if cfg else None,
+            "kubeconfig": str(self.layout.kubeconfig),
+            "components": comps,
+            "healthy": self.running() and all(c.get("alive") for c in comps.values()),
+        }
+
+    def config(self) -> ClusterConfig | None:
+        try:
+            return ClusterConfig.load(self.layout.config)
+        except (OSError, ValueError):
+            return None
+
+    def api_client(self) -> Any:
+        from kubernetes import config
+
+        loader: Any = config.new_client_from_config  # untyped in the kubernetes package
+        client = loader(str(self.kubeconfig()))
+        client.configuration.retries = 0
+        return client
+
+    def core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api_client())
+
+    def add_nodes(self, count: int, shape: str, start: int | None = None) -> list[str]:
+        """Add ``count`` nodes of ``shape`` (indices continue after existing nodes of that prefix)."""
+        s = shapes.get(shape)
+        core = self.core()
+        existing = {n.metadata.name for n in core.list_node().items}
+        objs: list[dict[str, Any]] = []
+        i = start or 0
+        while len(objs) < count:
+            if nodes.node_name(s, i) not in existing:
+                objs.append(nodes.node_object(s, i))
+            i += 1
+        for o in objs:
+            nodefs.seed(self.layout.node_dir(o["metadata"]["name"]), s, self.name)
+        nodes.create(core, objs)
+        self.wait_ready(60)
+        return [o["metadata"]["name"] for o in objs]
+
+    def node_dir(self, node: str) -> Path:
+        """The folder holding ``node``'s simulated hardware readings (its hostPath root)."""
+        d = self.layout.node_dir(node)
+        if not (d / "sim").is_dir():
+            known = sorted(p.name for p in self.layout.nodes.iterdir()) if self.layout.nodes.is_dir() else []
+            raise errors.NotFoundError(f"no simulated node {node!r} in cluster {self.name!r}", field="NODE",
+                                       expected=", ".join(known[:5]) + (" …" if len(known) > 5 else ""))
+        return d
+
+    def inject_fault(self, node: str, kind: str, **kw: Any) -> str:
+        return faults.inject(self.node_dir(node), kind, **kw)
+
+    # -- internals --------------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        try:
+            st: dict[str, Any] = json.loads(self.layout.state.read_text())
+            return st
+        except (OSError, ValueError):
+            return {}
+
+    def _wait_phase(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        while time.monotonic() < deadline:
+            phase = self._state().get("phase")
+            if phase == "running":
+                return
+            gone = time.monotonic() - started > 2 and not self.running()
+            if phase == "failed" or gone:
+                err = self._state().get("error") or _tail(self.layout.logs / "supervisor.log")
+                raise errors.ToolError(["sim-supervisor"], 1, f"cluster {self.name} failed to start: {err}")
+            time.sleep(0.05)
+        raise errors.ToolError(["sim-supervisor"], 124, f"control plane not up after {timeout:.0f}s")
+
+    def _teardown(self) -> None:
+        lay = self.layout
+        sup = procs.read(lay.pids / "supervisor.pid")
+        if sup is not None and sup.alive():
+            procs.stop([sup], grace=25.0)  # the supervisor stops its children in order
+        # whatever is left (supervisor killed, crashed test): every recorded process and pod
+        leftovers = procs.read_all(lay.pids) + procs.read_all_pods(lay.nodes)
+        procs.stop(leftovers, grace=3.0)
+        shutil.rmtree(lay.root, ignore_errors=True)
+
+    def _cleanup_stale(self) -> None:
+        if self.layout.root.exists():
+            self._teardown()
+
+    def _free_slot(self) -> int:
+        used = set()
+        for d in clusters_root().glob("*/config.json"):
+            try:
+                used.add(ClusterConfig.load(d).slot)
+            except (OSError, ValueError, TypeError):
+                continue
+        for slot in range(10, 250):
+            if slot not in used:
+                return slot
+        raise errors.ConflictError("too many sim clusters", expected="at most 240 at once")
+
+
+def list_clusters() -> list[str]:
+    root = clusters_root()
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def _node_ready(n: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+
+
+def _api_errors() -> tuple[type[BaseException], ...]:
+    import urllib3
+    from kubernetes.client import ApiException
+
+    return (ApiException, urllib3.exceptions.HTTPError, OSError)
+
+
+def _python_path() -> str:
+    root = str(Path(gpucatalog.__file__).resolve().parent.parent)
+    extra = os.environ.get("PYTHONPATH", "")
+    return root + (os.pathsep + extra if extra else "")
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

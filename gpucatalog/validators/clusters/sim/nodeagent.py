@@ -1,0 +1,111 @@
+"""SIM-ONLY node agent: what a GPU driver stack would do on a real node, for simulated nodes.
+
+Nothing here is product code; it exists because the sim cluster has no GPUs. It provides
+
+* ``write_nvidia_smi``: a per-node ``usr/bin/nvidia-smi`` executable that prints the node
+  folder's readings (``-q -x``, ``-L``, ``nvlink -s``), so probes run the real command path;
+* the agent process (``python -m …sim.nodeagent --state DIR``, supervised): answers which GPU a
+  KAI GPU-reservation pod got, by writing the annotation ``run.ai/reserve_for_gpu_index``
+  (the GPU UUID) that KAI's resource-reservation binary would write from NVML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVATION_ANNOTATION = "run.ai/reserve_for_gpu_index"
+
+_SCRIPT = """#!/bin/sh
+# SIM-ONLY nvidia-smi of a gpu-catalog simulated node: prints this node's simulated readings.
+D='{sim_dir}'
+case "$1" in
+  nvlink)
+    exec cat "$D/nvlink-status.txt" ;;
+  -L|--list-gpus)
+    exec sed -n 's/^GPU \\([0-9]*\\): \\(.*\\)$/GPU \\1: \\2/p' "$D/nvlink-status.txt" ;;
+  -q|--query)
+    if [ "$2" = "-x" ] || [ "$2" = "--xml-format" ]; then exec cat "$D/nvidia-smi-q-x.xml"; fi ;;
+  -x)
+    if [ "$2" = "-q" ]; then exec cat "$D/nvidia-smi-q-x.xml"; fi ;;
+esac
+echo "sim nvidia-smi supports: -q -x, -L, nvlink -s" >&2
+exit 2
+"""
+
+
+def write_nvidia_smi(node_dir: Path) -> Path:
+    path = node_dir / "usr" / "bin" / "nvidia-smi"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_SCRIPT.format(sim_dir=node_dir / "sim"))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def _gpu_uuids(node_dir: Path) -> list[str]:
+    try:
+        hw = json.loads((node_dir / "sim" / "hw.json").read_text())
+    except OSError:
+        return []
+    return [g["uuid"] for g in hw["gpus"] if not g["fallen_off_bus"]]
+
+
+def annotate_reservations(core: Any, nodes_dir: Path) -> int:
+    """Give each unannotated reservation pod a GPU of its node that no other one holds."""
+    pods = core.list_namespaced_pod(RESERVATION_NAMESPACE).items
+    taken: dict[str, set[str]] = {}
+    for p in pods:
+        ann = (p.metadata.annotations or {}).get(RESERVATION_ANNOTATION)
+        if ann and p.spec.node_name:
+            taken.setdefault(p.spec.node_name, set()).add(ann)
+    done = 0
+    for p in pods:
+        if p.metadata.deletion_timestamp or not p.spec.node_name:
+            continue
+        if (p.metadata.annotations or {}).get(RESERVATION_ANNOTATION):
+            continue
+        free = [u for u in _gpu_uuids(nodes_dir / p.spec.node_name) if u not in taken.get(p.spec.node_name, set())]
+        if not free:
+            continue
+        core.patch_namespaced_pod(p.metadata.name, RESERVATION_NAMESPACE,
+                                  {"metadata": {"annotations": {RESERVATION_ANNOTATION: free[0]}}})
+        taken.setdefault(p.spec.node_name, set()).add(free[0])
+        done += 1
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    import urllib3
+    from kubernetes import client, config  # imported here: the nvidia-smi writer needs no client
+
+    from gpucatalog.validators.clusters.sim.layout import Layout
+
+    ap = argparse.ArgumentParser(prog="sim-node-agent")
+    ap.add_argument("--state", required=True, type=Path)
+    args = ap.parse_args(argv)
+    lay = Layout(args.state)
+    loader: Any = config.new_client_from_config  # untyped in the kubernetes package
+    core: Any = client.CoreV1Api(loader(str(lay.component_kubeconfig("sim-kubelet"))))
+    print(f"sim node agent up (pid {os.getpid()})", flush=True)
+    while True:
+        try:
+            n = annotate_reservations(core, lay.nodes)
+            if n:
+                print(f"annotated {n} reservation pod(s)", flush=True)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                print(f"api error: {exc.status} {exc.reason}", flush=True)
+        except (OSError, urllib3.exceptions.HTTPError) as exc:  # API server restarting
+            print(f"connection error: {exc}", flush=True)
+        time.sleep(1.0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

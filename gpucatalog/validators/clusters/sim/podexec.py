@@ -1,0 +1,152 @@
+"""Launcher of one sim-kubelet container process: private mount namespace, pod root, exec.
+
+Run by the sim kubelet as ``python -m …sim.podexec SPEC.json`` (in its own session). It
+
+1. unshares a mount namespace (nothing it mounts is visible to the host, and every mount
+   disappears with the process),
+2. builds a pod root on a small tmpfs whose top-level entries are bind mounts of the host's
+   (so the program, Python and this repository are where they are on the host),
+3. bind-mounts each volume (hostPath from the node folder, ServiceAccount token files,
+   ConfigMaps, Secrets, emptyDirs) at its mountPath; when a mountPath's parent does not exist
+   on the host, the deepest existing ancestor is shadowed by a tmpfs that re-binds the original
+   entries, so nothing is ever created on the host file system,
+4. chroots into the pod root and execs the container argv with the pod's environment.
+
+Needs root (CAP_SYS_ADMIN), as a real kubelet does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+from pathlib import Path
+
+CLONE_NEWNS = 0x00020000
+MS_RDONLY = 1
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    rc = _libc.mount(
+        src.encode() if src else None, dst.encode(), fstype.encode() if fstype else None, flags,
+        data.encode() if data else None,
+    )
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {src} -> {dst}: {os.strerror(err)}")
+
+
+def _bind_entry(host: str, target: str) -> None:
+    """Mirror one host directory entry at ``target`` (bind for dirs/files, copy for symlinks)."""
+    if os.path.islink(host):
+        os.symlink(os.readlink(host), target)
+    elif os.path.isdir(host):
+        os.mkdir(target)
+        _mount(host, target, None, MS_BIND | MS_REC)
+    else:
+        Path(target).touch()
+        _mount(host, target, None, MS_BIND | MS_REC)
+
+
+def _shadow(root: str, rel_dir: str) -> None:
+    """Replace ``root/rel_dir`` by a tmpfs holding binds of the host directory's entries."""
+    host = "/" + rel_dir
+    target = os.path.join(root, rel_dir)
+    entries = sorted(os.listdir(host))
+    _mount("tmpfs", target, "tmpfs", 0, "size=1m,mode=755")
+    for name in entries:
+        try:
+            _bind_entry(os.path.join(host, name), os.path.join(target, name))
+        except OSError:
+            continue  # an entry that cannot be mirrored (a socket, a vanished file) is left out
+
+
+def _in_root(root: str, path: str) -> str:
+    """``path`` as seen inside the pod root, symlinks resolved against the pod root (not the host)."""
+    todo = [p for p in path.split("/") if p]
+    done: list[str] = []
+    hops = 0
+    while todo:
+        part = todo.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        cand = os.path.join(root, *done, part)
+        if os.path.islink(cand) and hops < 40:
+            hops += 1
+            link = os.readlink(cand)
+            if link.startswith("/"):
+                done = []
+            todo = [p for p in link.split("/") if p] + todo
+            continue
+        done.append(part)
+    return "/".join(done)
+
+
+def _mountpoint(root: str, mount_path: str, is_dir: bool) -> str:
+    rel = _in_root(root, mount_path)
+    target = os.path.join(root, rel)
+    if os.path.lexists(target):
+        return target
+    parts = rel.split("/")
+    # deepest ancestor that exists in the pod root
+    depth = len(parts) - 1
+    while depth > 0 and not os.path.isdir(os.path.join(root, *parts[:depth])):
+        depth -= 1
+    if depth > 0:
+        _shadow(root, "/".join(parts[:depth]))
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    if is_dir:
+        os.mkdir(target)
+    else:
+        Path(target).touch()
+    return target
+
+
+def setup_root(root: str, mounts: list[dict[str, object]]) -> None:
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    os.makedirs(root, exist_ok=True)
+    _mount("tmpfs", root, "tmpfs", 0, "size=4m,mode=755")
+    for name in sorted(os.listdir("/")):
+        try:
+            _bind_entry("/" + name, os.path.join(root, name))
+        except OSError:
+            continue
+    for m in sorted(mounts, key=lambda m: str(m["mountPath"]).count("/")):
+        src = str(m["source"])
+        target = _mountpoint(root, str(m["mountPath"]), os.path.isdir(src))
+        _mount(src, target, None, MS_BIND | MS_REC)
+        if m.get("readOnly"):
+            _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text())
+    setup_root(spec["root"], spec["mounts"])
+    os.chroot(spec["root"])
+    os.chdir(spec.get("workingDir") or "/")
+    env = dict(spec["env"])
+    try:
+        os.execvpe(spec["argv"][0], spec["argv"], env)
+    except OSError as exc:
+        print(f"sim podexec: cannot run {spec['argv'][0]}: {exc}", file=sys.stderr)
+        return 127
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,51 @@
+"""Demo workload of the sim kubelet: list the pods of its namespace through its ServiceAccount.
+
+Image ``ghcr.io/gpu-catalog/podlister`` in ``data/images.yaml``. Uses in-cluster configuration
+(the projected ServiceAccount token) when present, else ``$KUBECONFIG``. Prints
+``listed N pods in NS`` every ``--interval`` seconds; on 403 prints ``forbidden: …`` and exits 3,
+so a missing Role shows as a crash-looping pod. Used by the sim-kubelet RBAC tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kubernetes import client, config
+
+    ap = argparse.ArgumentParser(prog="podlister")
+    ap.add_argument("--interval", type=float, default=2.0)
+    ap.add_argument("--once", action="store_true")
+    args = ap.parse_args(argv)
+    cfg: Any = config  # the loaders are untyped in the kubernetes package
+    if (SA_DIR / "token").is_file():
+        cfg.load_incluster_config()
+        namespace = (SA_DIR / "namespace").read_text().strip()
+    else:
+        cfg.load_kube_config()
+        namespace = os.environ.get("POD_NAMESPACE", "default")
+    core: Any = client.CoreV1Api()
+    while True:
+        try:
+            pods = core.list_namespaced_pod(namespace).items
+        except client.ApiException as exc:
+            if exc.status == 403:
+                print(f"forbidden: {exc.reason}: {exc.body}", flush=True)
+                return 3
+            raise
+        print(f"listed {len(pods)} pods in {namespace}", flush=True)
+        if args.once:
+            return 0
+        time.sleep(args.interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

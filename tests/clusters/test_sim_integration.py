@@ -1,0 +1,206 @@
+"""Integration tests of the sim cluster: real control plane, kwok GPU nodes, the sim kubelet."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from gpucatalog.catalog import errors
+from gpucatalog.validators.clusters.sim import SimCluster, ports, procs
+
+pytestmark = pytest.mark.integration
+
+
+def wait(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = probe()
+        if v:
+            return v
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_nodes_ready_with_gpus(sim_cluster: SimCluster, k8s_client: Any) -> None:
+    items = client.CoreV1Api(k8s_client).list_node().items
+    assert len(items) == 8
+    for n in items:
+        assert any(c.type == "Ready" and c.status == "True" for c in n.status.conditions)
+        assert n.status.capacity["nvidia.com/gpu"] == "8"
+        assert n.status.allocatable["nvidia.com/gpu"] == "8"
+        assert n.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+        assert n.metadata.labels["nvidia.com/gpu.count"] == "8"
+    version = client.VersionApi(k8s_client).get_code()
+    assert version.git_version == "v1.36.3" and version.major == "1"
+
+
+def test_gpu_job_runs_to_succeeded_via_default_scheduler(k8s_client: Any, sim_namespace: str) -> None:
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gpu4"},
+        "spec": {"completions": 4, "parallelism": 4, "backoffLimit": 0, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+    }
+    client.BatchV1Api(k8s_client).create_namespaced_job(sim_namespace, job)
+    done = wait("job complete", lambda: (client.BatchV1Api(k8s_client)
+                                         .read_namespaced_job_status("gpu4", sim_namespace).status.succeeded or 0) >= 4)
+    assert done
+    pods = client.CoreV1Api(k8s_client).list_namespaced_pod(sim_namespace).items
+    assert len(pods) == 4
+    for p in pods:
+        assert p.status.phase == "Succeeded"
+        assert p.spec.node_name and p.spec.scheduler_name == "default-scheduler"
+
+
+def test_bare_pod_finishes_on_request(k8s_client: Any, sim_namespace: str) -> None:
+    core = client.CoreV1Api(k8s_client)
+    pod = {"metadata": {"name": "finisher", "annotations": {"sim.gpu-catalog.dev/complete": "true",
+                                                           "sim.gpu-catalog.dev/exit-code": "3"}},
+           "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+    core.create_namespaced_pod(sim_namespace, pod)
+    p = wait("pod failed", lambda: (lambda x: x if x.status.phase == "Failed" else None)(
+        core.read_namespaced_pod("finisher", sim_namespace)))
+    assert p.status.container_statuses[0].state.terminated.exit_code == 3
+    core.create_namespaced_pod(sim_namespace, {"metadata": {"name": "sleeper"},
+                                               "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    wait("pod running", lambda: core.read_namespaced_pod("sleeper", sim_namespace).status.phase == "Running")
+    time.sleep(1.5)
+    assert core.read_namespaced_pod("sleeper", sim_namespace).status.phase == "Running"  # not asked: keeps running
+
+
+def test_custom_node_condition_survives_kwok_heartbeat(k8s_client: Any) -> None:
+    core = client.CoreV1Api(k8s_client)
+    name = "h100-node-0007"
+
+    def ready_beat() -> Any:
+        n = core.read_node(name)
+        return next(c.last_heartbeat_time for c in n.status.conditions if c.type == "Ready")
+
+    before = ready_beat()
+    core.patch_node_status(name, {"status": {"conditions": [
+        {"type": "GPUHealthy", "status": "False", "reason": "XID79", "message": "GPU 2 fell off the bus"}]}})
+    wait("a kwok heartbeat", lambda: ready_beat() != before, timeout=30)
+    conds = {c.type: c for c in core.read_node(name).status.conditions}
+    assert conds["GPUHealthy"].status == "False" and conds["GPUHealthy"].reason == "XID79"
+    assert conds["Ready"].status == "True"
+    core.patch_node_status(name, {"status": {"conditions": [
+        {"type": "GPUHealthy", "status": "True", "reason": "Healthy", "message": ""}]}})
+
+
+def _lister_deployment(ns: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "lister"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "lister"}},
+                 "template": {"metadata": {"labels": {"app": "lister"}}, "spec": {
+                     "serviceAccountName": "lister",
+                     "containers": [{"name": "main", "image": "ghcr.io/gpu-catalog/podlister:0.1",
+                                     "args": ["--interval", "0.5"]}]}}},
+    }
+
+
+def _pod_log(cluster: SimCluster, pod: Any) -> str:
+    path = cluster.node_dir(pod.spec.node_name) / "pods" / f"{pod.metadata.namespace}_{pod.metadata.name}" / "main.log"
+    return path.read_text() if path.exists() else ""
+
+
+def test_sim_kubelet_runs_pod_with_serviceaccount_rbac(sim_cluster: SimCluster, k8s_client: Any,
+                                                        sim_namespace: str) -> None:
+    core = client.CoreV1Api(k8s_client)
+    rbac = client.RbacAuthorizationV1Api(k8s_client)
+    ns = sim_namespace
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "lister"}})
+    client.AppsV1Api(k8s_client).create_namespaced_deployment(ns, _lister_deployment(ns))
+
+    def lister_pod() -> Any:
+        pods = core.list_namespaced_pod(ns, label_selector="app=lister").items
+        return pods[0] if pods and pods[0].status.pod_ip else None
+
+    pod = wait("lister pod started", lister_pod)
+    cfg = sim_cluster.config()
+    assert cfg is not None and pod.status.pod_ip.startswith(f"127.{cfg.slot}.")
+    # without a Role: the real API server refuses, the process exits 3, the kubelet restarts it
+    wait("forbidden in log", lambda: "forbidden" in _pod_log(sim_cluster, lister_pod()))
+    crashed = wait("restart recorded", lambda: (lambda p: p if p.status.container_statuses[0].restart_count >= 1
+                                                else None)(core.read_namespaced_pod(pod.metadata.name, ns)))
+    last = crashed.status.container_statuses[0].last_state.terminated
+    assert last is not None and last.exit_code == 3
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "podreader"},
+                                     "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]})
+    rbac.create_namespaced_role_binding(ns, {
+        "metadata": {"name": "podreader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "podreader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "lister", "namespace": ns}]})
+    wait("pods listed", lambda: f"listed 1 pods in {ns}" in _pod_log(sim_cluster, lister_pod()), timeout=90)
+    running = wait("ready", lambda: (lambda p: p if p.status.phase == "Running" and p.status.container_statuses[0].ready
+                                     else None)(core.read_namespaced_pod(pod.metadata.name, ns)))
+    assert running.status.container_statuses[0].state.running is not None
+    # deleting the Deployment ends the host process
+    pid_file = sim_cluster.node_dir(pod.spec.node_name) / "pods" / f"{ns}_{pod.metadata.name}" / "main.pid"
+    rec = procs.read(pid_file)
+    assert rec is not None and rec.alive()
+    client.AppsV1Api(k8s_client).delete_namespaced_deployment("lister", ns)
+    wait("pod gone", lambda: not core.list_namespaced_pod(ns, label_selector="app=lister").items)
+    assert not rec.alive()
+
+
+def test_kill_api_server_status_reports_it_and_down_cleans_up(sim_cluster: SimCluster) -> None:
+    # a second cluster next to the session one: two named clusters at once
+    c = SimCluster("killtest")
+    c.up(1, "cpu", restart="never", timeout=120)
+    try:
+        assert sim_cluster.running() and c.running()
+        with pytest.raises(errors.ConflictError, match="already running"):
+            c.up(1, "cpu")
+        api = procs.read(c.layout.pids / "kube-apiserver.pid")
+        assert api is not None
+        os.kill(api.pid, signal.SIGKILL)
+        st = wait("status shows the dead API server",
+                  lambda: (lambda s: s if not s["components"]["kube-apiserver"]["alive"] else None)(c.status()))
+        assert st["healthy"] is False
+        recs = procs.read_all(c.layout.pids)
+        assert len(recs) >= 6
+    finally:
+        c.down()
+    assert not any(r.alive() for r in recs)
+    assert not c.layout.root.exists()
+    with pytest.raises(errors.NotFoundError):
+        c.down()
+
+
+def test_port_in_use_is_rejected_without_leftovers() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert ports.in_use(port)
+        with pytest.raises(errors.ConflictError, match="already in use"):
+            SimCluster("porttest").up(1, "cpu", api_port=port)
+    assert not SimCluster("porttest").layout.root.exists()
+
+
+def test_ctrl_c_during_up_leaves_no_orphans() -> None:
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys; from gpucatalog.catalog import cli; cli.COMMAND_MODULES=('cluster',); "
+            "sys.exit(cli.main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, "cluster", "up", "--name", "ctrlc", "--nodes", "50"],
+                            env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    c = SimCluster("ctrlc")
+    wait("supervisor started", lambda: (c.layout.pids / "kube-apiserver.pid").exists(), timeout=60)
+    recs = procs.read_all(c.layout.pids)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert recs and not any(r.alive() for r in recs)
+    assert not c.layout.root.exists()

@@ -1,0 +1,234 @@
+"""Unit tests of the sim provider's pure parts: shapes, nodes, image map, kwok selector, faults,
+PKI, pid files, pod-root path resolution, CLI bad input. No cluster needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from gpucatalog.catalog import cli as cli_mod
+from gpucatalog.catalog import errors, executor
+from gpucatalog.toolchain import build
+from gpucatalog.validators.clusters import provider
+from gpucatalog.validators.clusters.sim import (
+    faults,
+    images,
+    nodefs,
+    nodes,
+    pki,
+    podexec,
+    procs,
+    shapes,
+    stages,
+)
+
+
+def test_shape_catalogue_has_required_shapes() -> None:
+    cat = shapes.catalogue()
+    for name in ("h100-80gb-x8", "h200-141gb-x8", "a100-80gb-x8", "cpu"):
+        assert name in cat
+    h100 = cat["h100-80gb-x8"]
+    assert h100.gpu is not None and h100.gpu.count == 8 and h100.gpu.memory_mib == 81559
+    assert cat["cpu"].gpu is None
+    with pytest.raises(errors.NotFoundError, match="unknown node shape"):
+        shapes.get("h900")
+
+
+def test_gpu_node_object_capacity_and_labels() -> None:
+    obj = nodes.node_object(shapes.get("h200-141gb-x8"), 9)
+    md, st = obj["metadata"], obj["status"]
+    assert md["name"] == "h200-node-0009"
+    assert st["capacity"]["nvidia.com/gpu"] == "8"
+    assert md["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H200"
+    assert md["labels"]["nvidia.com/gpu.memory"] == "143771"
+    assert md["labels"]["network.topology.gpu-catalog.dev/block"] == "block-001"
+    cpu = nodes.node_object(shapes.get("cpu"), 0)
+    assert "nvidia.com/gpu" not in cpu["status"]["capacity"]
+
+
+def test_image_map_argv_semantics() -> None:
+    assert images.repository("ghcr.io/gpu-catalog/gpu-health:1.2@sha256:ab") == "ghcr.io/gpu-catalog/gpu-health"
+    assert images.repository("localhost:5000/x") == "localhost:5000/x"
+    argv = images.argv_for({"image": "ghcr.io/gpu-catalog/gpu-health:0.3", "args": ["agent", "--node", "n1"]})
+    assert argv == ["python3", "-m", "gpucatalog.gpuhealth.main", "agent", "--node", "n1"]
+    argv = images.argv_for({"image": "ghcr.io/gpu-catalog/gpu-health", "command": ["/usr/local/bin/gpu-health", "ctl"]})
+    assert argv[-1] == "ctl" and argv[:3] == ["python3", "-m", "gpucatalog.gpuhealth.main"]
+    with pytest.raises(errors.NotFoundError, match="not found in image"):
+        images.argv_for({"image": "ghcr.io/gpu-catalog/podlister", "command": ["/bin/bash"]})
+    assert images.lookup("nvcr.io/nvidia/cuda:12") is None
+
+
+@pytest.mark.skipif(not Path("/usr/bin/jq").exists(), reason="jq not installed")
+def test_kwok_exclusion_expression_selects_only_mapped_pods() -> None:
+    expr = images.kwok_exclusion_jq()
+
+    def run(pod: dict[str, object]) -> str:
+        return executor.run(["jq", expr], input=json.dumps(pod)).stdout.strip()
+
+    assert run({"spec": {"containers": [{"image": "ghcr.io/gpu-catalog/podlister:1"}]}}) == "true"
+    assert run({"spec": {"containers": [{"image": "busybox"}, {"image": "ghcr.io/gpu-catalog/gpu-health@sha256:1"}]}}) == "true"
+    assert run({"spec": {"containers": [{"image": "ghcr.io/gpu-catalog/gpu-health-extra:1"}]}}) == "false"
+    assert run({"spec": {"containers": [{"image": "nvcr.io/nvidia/cuda:12"}]}}) == "false"
+
+
+def test_kwok_config_renders_all_stages() -> None:
+    import yaml
+
+    docs = list(yaml.safe_load_all(stages.render(heartbeat_s=3)))
+    assert docs[0]["kind"] == "KwokConfiguration"
+    names = [d["metadata"]["name"] for d in docs[1:]]
+    assert names == ["sim-node-initialize", "sim-node-heartbeat", "sim-pod-ready", "sim-pod-complete", "sim-pod-delete"]
+    assert docs[2]["spec"]["delay"]["durationMilliseconds"] == 3000
+    for d in docs[3:]:
+        assert any("ghcr.io/gpu-catalog/podlister" in e["key"] for e in d["spec"]["selector"]["matchExpressions"])
+
+
+@pytest.fixture()
+def node_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "c1" / "nodes" / "h100-node-0000"
+    nodefs.seed(d, shapes.get("h100-80gb-x8"), "c1")
+    return d
+
+
+def _gpus(node_dir: Path) -> list[ET.Element]:
+    return ET.parse(node_dir / "sim" / "nvidia-smi-q-x.xml").getroot().findall("gpu")
+
+
+def test_node_folder_seeded_healthy(node_dir: Path) -> None:
+    gpus = _gpus(node_dir)
+    assert len(gpus) == 8
+    g0 = gpus[0]
+    assert g0.findtext("product_name") == "NVIDIA H100 80GB HBM3"
+    assert g0.findtext("pci/pci_gpu_link_info/link_widths/current_link_width") == "16x"
+    assert g0.findtext("remapped_rows/remapped_row_pending") == "No"
+    port = node_dir / "sys/class/infiniband/mlx5_0/ports/1"
+    assert (port / "state").read_text() == "4: ACTIVE\n"
+    assert (port / "rate").read_text() == "400 Gb/sec (4X NDR)\n"
+    assert (node_dir / "dev/kmsg").read_text() == ""
+    out = executor.run([node_dir / "usr/bin/nvidia-smi", "-q", "-x"]).stdout
+    assert out == (node_dir / "sim/nvidia-smi-q-x.xml").read_text()
+    assert "Link 17: 26.562 GB/s" in executor.run([node_dir / "usr/bin/nvidia-smi", "nvlink", "-s"]).stdout
+
+
+def test_faults_change_what_probes_read(node_dir: Path) -> None:
+    faults.inject(node_dir, "xid", code=79, gpu=2)
+    line = (node_dir / "dev/kmsg").read_text().strip()
+    assert line.startswith("4,1,") and "NVRM: Xid (PCI:0000:3a:00): 79, pid=" in line
+    assert "GPU has fallen off the bus." in line
+    assert len(_gpus(node_dir)) == 7  # the GPU is gone from nvidia-smi
+    faults.inject(node_dir, "row-remap-pending", gpu=1)
+    faults.inject(node_dir, "row-remap-failure", gpu=1)
+    g1 = _gpus(node_dir)[1]
+    assert g1.findtext("remapped_rows/remapped_row_pending") == "Yes"
+    assert g1.findtext("remapped_rows/remapped_row_failure") == "Yes"
+    faults.inject(node_dir, "pcie-downgrade", gpu=0)
+    assert _gpus(node_dir)[0].findtext("pci/pci_gpu_link_info/link_widths/current_link_width") == "8x"
+    faults.inject(node_dir, "nvlink-down", gpu=0, link=5)
+    assert "\t Link 5: <inactive>" in (node_dir / "sim/nvlink-status.txt").read_text()
+    faults.inject(node_dir, "ib-rate", device="mlx5_3")
+    assert (node_dir / "sys/class/infiniband/mlx5_3/ports/1/rate").read_text() == "200 Gb/sec (2X NDR)\n"
+    faults.inject(node_dir, "ib-down")
+    assert (node_dir / "sys/class/infiniband/mlx5_0/ports/1/state").read_text() == "1: DOWN\n"
+    faults.inject(node_dir, "clear")
+    assert len(_gpus(node_dir)) == 8 and (node_dir / "dev/kmsg").read_text() == ""
+    assert (node_dir / "sys/class/infiniband/mlx5_3/ports/1/rate").read_text() == "400 Gb/sec (4X NDR)\n"
+
+
+def test_fault_bad_input(node_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(errors.InputError, match="--code is required"):
+        faults.inject(node_dir, "xid")
+    with pytest.raises(errors.InputError, match="no GPU 8"):
+        faults.inject(node_dir, "row-remap-pending", gpu=8)
+    with pytest.raises(errors.InputError, match="unknown fault kind"):
+        faults.inject(node_dir, "meltdown")
+    cpu = tmp_path / "c1" / "nodes" / "cpu-node-0000"
+    nodefs.seed(cpu, shapes.get("cpu"), "c1")
+    with pytest.raises(errors.InputError, match="has no GPUs"):
+        faults.inject(cpu, "xid", code=79)
+
+
+def test_pki_chain_and_sans(tmp_path: Path) -> None:
+    p = pki.generate(tmp_path / "pki")
+    ca = x509.load_pem_x509_certificate(p.ca_crt.read_bytes())
+    srv = x509.load_pem_x509_certificate(p.crt("apiserver").read_bytes())
+    srv.verify_directly_issued_by(ca)
+    sans = srv.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "127.0.0.1" in [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)]
+    admin = x509.load_pem_x509_certificate(p.crt("admin").read_bytes())
+    assert "O=system:masters" in admin.subject.rfc4514_string()
+    assert oct(p.key("admin").stat().st_mode & 0o777) == "0o600"
+
+
+def test_pid_records_stop_process_groups(tmp_path: Path) -> None:
+    proc = executor.spawn([sys.executable, "-c", "import time; time.sleep(60)"], log_path=tmp_path / "x.log")
+    rec = procs.record(tmp_path, "sleeper", proc.pid)
+    assert rec is not None and rec.alive()
+    stale = procs.PidRecord("sleeper", proc.pid, rec.ticks + 1)  # a recycled pid never matches
+    assert not stale.alive()
+    procs.stop([rec], grace=2)
+    proc.wait(timeout=5)
+    assert not rec.alive()
+
+
+def test_pod_root_resolves_symlinks_inside_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "run").mkdir(parents=True)
+    (root / "var").mkdir()
+    os.symlink("/run", root / "var" / "run")
+    assert podexec._in_root(str(root), "/var/run/secrets/x") == "run/secrets/x"
+    assert podexec._in_root(str(root), "/var/../run/./a") == "run/a"
+
+
+def test_corrupt_cached_binary_is_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPU_CATALOG_CACHE", str(tmp_path))
+    g = build.group_of("kwok")
+    d = tmp_path / "toolchain" / "bin" / f"{g.name}-{g.version}"
+    d.mkdir(parents=True)
+    (d / "kwok").write_bytes(b"\x7fELF fake binary")
+    (d / "kwok.sha256").write_text(build._sha256(d / "kwok") + "\n")
+    assert build.cached("kwok") == d / "kwok"
+    with open(d / "kwok", "ab") as fh:
+        fh.write(b"truncated-or-corrupt")
+    assert build.cached("kwok") is None  # ensure() rebuilds it
+
+
+def _cli(*argv: str) -> int:
+    code = (
+        "import sys; from gpucatalog.catalog import cli; "
+        "cli.COMMAND_MODULES = tuple(m for m in cli.COMMAND_MODULES if m in ('toolchain', 'cluster')) or ('cluster',); "
+        "sys.exit(cli.main(sys.argv[1:]))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    return subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, timeout=60).returncode
+
+
+def test_cli_bad_input_exits_2(tmp_path: Path) -> None:
+    os.environ["GPU_CATALOG_CACHE"] = str(tmp_path)
+    try:
+        assert _cli("cluster", "down", "--name", "no-such-cluster") == 2
+        assert _cli("cluster", "up", "--name", "x", "--nodes", "0") == 2
+        assert _cli("cluster", "up", "--name", "x", "--nodes", "100000") == 2
+        assert _cli("cluster", "up", "--name", "x", "--shape", "h900") == 2
+        assert _cli("cluster", "up", "--name", "Bad_Name") == 2
+        assert _cli("cluster", "inject-fault", "n1", "--name", "x", "--kind", "xid", "--code", "79") == 2
+    finally:
+        del os.environ["GPU_CATALOG_CACHE"]
+    assert not (tmp_path / "clusters" / "x").exists()
+
+
+def test_provider_registry() -> None:
+    p = provider.get("sim", "reg-test")
+    assert isinstance(p, provider.ClusterProvider)
+    with pytest.raises(errors.NotFoundError, match="unknown cluster provider"):
+        provider.get("kind9")
+
+
+def test_cli_module_registered() -> None:
+    assert "cluster" in cli_mod.COMMAND_MODULES
