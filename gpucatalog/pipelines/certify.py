@@ -168,7 +168,7 @@ def _on_cluster(
 ) -> list[base.SuiteResult]:
     prov = providers.get(kind, opts.cluster_name, kubeconfig=kubeconfig_path)
     if not prov.available():
-        raise errors.InputError(f"cluster provider {kind!r} cannot run here: {prov.why_unavailable()}", field="--cluster")
+        raise errors.InputError(f"cluster provider {kind!r} cannot run here: {providers.unavailable_reason(prov)}", field="--cluster")
     results: list[base.SuiteResult] = []
     started_cluster = False
     t0 = time.monotonic()

@@ -17,7 +17,8 @@ SIM_RUNNER_ANNOTATION = "sim.gpu-catalog.dev/runner"
 
 def _api(kubeconfig: Path) -> Any:
     # Typed as Any: the client's generated models mark every field Optional.
-    return config.new_client_from_config(config_file=str(kubeconfig))
+    loader: Any = config.new_client_from_config  # untyped in the kubernetes package
+    return loader(config_file=str(kubeconfig))
 
 
 def _core(kubeconfig: Path) -> Any:

@@ -42,11 +42,14 @@ class ClusterProvider(Protocol):
 # provider kind -> "module:Class"; the class is built as Class(cluster_name).
 REGISTRY: dict[str, str] = {
     "sim": "gpucatalog.validators.clusters.sim.cluster:SimCluster",
+    "kind": "gpucatalog.validators.clusters.kind:KindCluster",
+    "kubeconfig": "gpucatalog.validators.clusters.kubeconfig:KubeconfigCluster",
 }
 
 
-def get(kind: str, cluster_name: str = "sim") -> ClusterProvider:
-    """The provider ``kind`` for the cluster called ``cluster_name``."""
+def get(kind: str, cluster_name: str = "sim", kubeconfig: Path | None = None) -> ClusterProvider:
+    """The provider ``kind`` for the cluster called ``cluster_name`` (``kubeconfig``: the file of
+    an existing cluster, for the ``kubeconfig`` provider)."""
     target = REGISTRY.get(kind)
     if target is None:
         raise errors.NotFoundError(
@@ -54,5 +57,11 @@ def get(kind: str, cluster_name: str = "sim") -> ClusterProvider:
         )
     module_name, _, cls_name = target.partition(":")
     cls = getattr(importlib.import_module(module_name), cls_name)
-    provider: ClusterProvider = cls(cluster_name)
+    provider: ClusterProvider = cls(kubeconfig) if kind == "kubeconfig" else cls(cluster_name)
     return provider
+
+
+def unavailable_reason(provider: ClusterProvider) -> str:
+    """Why ``provider`` cannot run here (providers may explain themselves with ``reason()``)."""
+    reason = getattr(provider, "reason", None)
+    return str(reason()) if callable(reason) else "not available on this machine"
