@@ -11,9 +11,6 @@ from kubernetes import client, config
 
 from gpucatalog.catalog import render, versions
 
-# Set by the sim kubelet on pods it runs as real processes (see docs/sim-cluster.md).
-SIM_RUNNER_ANNOTATION = "sim.gpu-catalog.dev/runner"
-
 
 def _api(kubeconfig: Path) -> Any:
     # Typed as Any: the client's generated models mark every field Optional.
@@ -62,15 +59,20 @@ def live_and_simulated(kubeconfig: Path, prov: Any) -> tuple[list[str], list[str
     """Which of the bundle's pods ran as real processes and which were only simulated."""
     live: list[str] = list(getattr(prov, "live_parts", lambda: [])())
     simulated: list[str] = list(getattr(prov, "simulated_parts", lambda: [])())
-    if getattr(prov, "kind", "") != "sim":
+    if type(prov).__name__ != "SimCluster":
         return live, simulated
+    from gpucatalog.validators.clusters.sim import images as sim_images
+
+    live.append("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (pinned builds)")
+    live.append("kwok: node and pod lifecycle of simulated nodes")
+    simulated.append("GPU hardware and driver: nvidia-smi XML, kernel log, InfiniBand sysfs per node folder")
     pods: list[Any] = _core(kubeconfig).list_pod_for_all_namespaces().items
     for p in pods:
-        images = ",".join(sorted({c.image for c in p.spec.containers}))
-        ident = f"pod {p.metadata.namespace}/{p.metadata.name} ({images})"
-        if (p.metadata.annotations or {}).get(SIM_RUNNER_ANNOTATION):
-            live.append(ident + ": real process")
-        else:
+        imgs = sorted({c.image for c in p.spec.containers})
+        ident = f"pod {p.metadata.namespace}/{p.metadata.name} ({', '.join(imgs)})"
+        if p.spec.node_name and all(sim_images.lookup(i) is not None for i in imgs):
+            live.append(ident + ": real process run by the sim kubelet")
+        elif not p.metadata.namespace.startswith("conformance"):
             simulated.append(ident + ": status simulated by kwok (image not runnable here)")
     return live, simulated
 

@@ -1,0 +1,64 @@
+"""`catalog install` / `uninstall` against the sim cluster's real API server, through real helm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from gpucatalog.catalog.cli import main
+
+pytestmark = pytest.mark.integration
+
+
+def _queues(api: Any) -> set[str]:
+    objs = client.CustomObjectsApi(api).list_cluster_custom_object("scheduling.run.ai", "v2", "queues")
+    return {o["metadata"]["name"] for o in objs["items"]}
+
+
+def test_install_is_gated_idempotent_and_reversible(
+    sim_kubeconfig: Path, k8s_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kc = str(sim_kubeconfig)
+    # Nothing promoted: refused (exit 1) and nothing installed.
+    assert main(["install", "gpu-scheduling", "--profile", "sim", "--kubeconfig", kc]) == 1
+    assert "no version of gpu-scheduling is promoted" in capsys.readouterr().err
+    assert main(["install", "gpu-scheduling@0.1.0", "--profile", "sim", "--kubeconfig", kc]) == 1
+    assert "--allow-uncertified" in capsys.readouterr().err
+
+    args = ["install", "gpu-scheduling@0.1.0", "--allow-uncertified", "--profile", "sim", "--kubeconfig", kc]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "team-queues" in first and "revision 1" in first
+    assert {"research", "vision", "language", "production", "serving"} <= _queues(k8s_client)
+    deps = client.AppsV1Api(k8s_client).list_namespaced_deployment("kai-scheduler").items
+    assert [d.metadata.name for d in deps] == ["kai-operator"]
+
+    assert main(args) == 0  # re-running upgrades in place: idempotent
+    assert "revision 2" in capsys.readouterr().out
+
+    assert main(["uninstall", "gpu-scheduling@0.1.0", "--profile", "sim", "--kubeconfig", kc]) == 0
+    assert "team-queues, kai-scheduler" in capsys.readouterr().out
+    assert not (_queues(k8s_client) & {"research", "vision"})
+
+
+def test_dry_run_prints_plan_and_changes_nothing(sim_kubeconfig: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["install", "gpu-scheduling@0.1.0", "--allow-uncertified", "--dry-run", "--profile", "sim"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.index("kai-scheduler") < out.index("team-queues") and "Queue" in out
+
+
+def test_install_to_unreachable_cluster_fails_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "current-context: c\n"
+    )
+    args = ["install", "gpu-scheduling@0.1.0", "--allow-uncertified", "--profile", "sim", "--kubeconfig", str(kc), "--timeout", "5"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "install of kai-scheduler" in err and "127.0.0.1:1" in err
