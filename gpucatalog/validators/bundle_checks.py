@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpucatalog.catalog import errors, render
+from gpucatalog.catalog import errors, render, versions
 from gpucatalog.validators import static
 from gpucatalog.validators.static import kai_rules, types
 
@@ -31,6 +31,15 @@ def check_rendered(rb: render.RenderedBundle, *, lint: bool = True) -> list[erro
     """Every finding for ``rb``; an empty list means the bundle is statically valid."""
     findings = list(static.validate_objects(component_objects(rb), rb.kube_version, types.PolicyConfig()))
     for c in rb.components:
+        rng = rb.lock_component(c.name).get("kubernetes", "")
+        if rng and not versions.satisfies(rb.kube_version, rng):
+            findings.append(
+                errors.Finding(
+                    rule="kubernetes-range",
+                    message=f"bundle targets Kubernetes {rb.kube_version}, component supports {rng}",
+                    component=c.name,
+                )
+            )
         findings += kai_rules.check_queues(c.objects, component=c.name)
     if lint:
         for c in rb.components:

@@ -58,3 +58,13 @@ def test_seeded_bad_queue_field_fails_validation_naming_it(
     err = capsys.readouterr().err
     assert rc == 1
     assert "crd-schema" in err and "Queue/vision" in err and "spec.resources.gpu" in err and "quotaa" in err
+
+
+def test_kubernetes_version_outside_a_component_range_is_a_finding(
+    repo_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = repo_copy / "components" / "team-queues" / "0.1.0.yaml"
+    f.write_text(f.read_text().replace('">=1.28.0 <1.37.0"', '">=1.28.0 <1.36.0"'))
+    rc = main(["--catalog-dir", str(repo_copy), "validate", "gpu-scheduling", "--profile", "sim", "--no-lint"])
+    assert rc == 1
+    assert "[kubernetes-range] team-queues" in capsys.readouterr().err
