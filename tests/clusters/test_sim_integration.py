@@ -126,8 +126,7 @@ def test_sim_kubelet_runs_pod_with_serviceaccount_rbac(sim_cluster: SimCluster, 
         return pods[0] if pods and pods[0].status.pod_ip else None
 
     pod = wait("lister pod started", lister_pod)
-    cfg = sim_cluster.config()
-    assert cfg is not None and pod.status.pod_ip.startswith(f"127.{cfg.slot}.")
+    assert pod.status.pod_ip.startswith("100.64.")  # Endpoints-valid; the process sits on 127.<slot>.x.y
     # without a Role: the real API server refuses, the process exits 3, the kubelet restarts it
     wait("forbidden in log", lambda: "forbidden" in _pod_log(sim_cluster, lister_pod()))
     crashed = wait("restart recorded", lambda: (lambda p: p if p.status.container_statuses[0].restart_count >= 1
@@ -204,3 +203,78 @@ def test_ctrl_c_during_up_leaves_no_orphans() -> None:
     assert proc.returncode == 130, err
     assert recs and not any(r.alive() for r in recs)
     assert not c.layout.root.exists()
+
+
+def _serving_cert(dns: str) -> tuple[bytes, bytes]:
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(dns)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+def test_admission_webhook_in_a_pod_is_reached_through_its_service(k8s_client: Any, sim_namespace: str) -> None:
+    import base64
+
+    ns = sim_namespace
+    core = client.CoreV1Api(k8s_client)
+    crt, key = _serving_cert(f"hook.{ns}.svc")
+    core.create_namespaced_secret(ns, {"metadata": {"name": "hook-tls"}, "type": "kubernetes.io/tls",
+                                       "data": {"tls.crt": base64.b64encode(crt).decode(),
+                                                "tls.key": base64.b64encode(key).decode()}})
+    client.AppsV1Api(k8s_client).create_namespaced_deployment(ns, {
+        "metadata": {"name": "hook"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "hook"}},
+                 "template": {"metadata": {"labels": {"app": "hook"}}, "spec": {
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "main", "image": "ghcr.io/gpu-catalog/demo-webhook:0.1",
+                                     "args": ["--port", "8443"],
+                                     "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                                     "ports": [{"containerPort": 8443}],
+                                     "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}]}],
+                     "volumes": [{"name": "tls", "secret": {"secretName": "hook-tls"}}]}}}})
+    core.create_namespaced_service(ns, {"metadata": {"name": "hook"}, "spec": {
+        "selector": {"app": "hook"}, "ports": [{"port": 443, "targetPort": 8443}]}})
+    disc = client.DiscoveryV1Api(k8s_client)
+    wait("ready endpoint", lambda: any(
+        e.conditions.ready for s in disc.list_namespaced_endpoint_slice(ns).items for e in (s.endpoints or [])))
+    client.AdmissionregistrationV1Api(k8s_client).create_validating_webhook_configuration({
+        "metadata": {"name": f"deny-{ns}"},
+        "webhooks": [{"name": "deny.sim.gpu-catalog.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                      "failurePolicy": "Fail", "timeoutSeconds": 5,
+                      "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                      "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                 "resources": ["pods"]}],
+                      "clientConfig": {"service": {"namespace": ns, "name": "hook", "port": 443},
+                                       "caBundle": base64.b64encode(crt).decode()}}]})
+    try:
+        denied = {"metadata": {"name": "bad", "labels": {"sim.gpu-catalog.dev/deny": "true"}},
+                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+        def rejected() -> bool:
+            try:
+                core.create_namespaced_pod(ns, denied)
+            except client.ApiException as exc:
+                return exc.status == 403 and "denied by demo-webhook" in str(exc.body)
+            core.delete_namespaced_pod("bad", ns, grace_period_seconds=0)
+            return False
+
+        assert wait("webhook denies", rejected, timeout=30)
+        core.create_namespaced_pod(ns, {"metadata": {"name": "good"},
+                                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    finally:
+        client.AdmissionregistrationV1Api(k8s_client).delete_validating_webhook_configuration(f"deny-{ns}")

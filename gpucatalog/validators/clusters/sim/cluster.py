@@ -21,7 +21,7 @@ from typing import Any
 import gpucatalog
 from gpucatalog.catalog import errors, executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.clusters.sim import faults, nodefs, nodes, ports, procs, shapes, stages
+from gpucatalog.validators.clusters.sim import egress, faults, nodefs, nodes, ports, procs, shapes, stages
 from gpucatalog.validators.clusters.sim import pki as pki_mod
 from gpucatalog.validators.clusters.sim.config import RESTART_POLICIES, ClusterConfig
 from gpucatalog.validators.clusters.sim.layout import Layout, clusters_root
@@ -107,6 +107,7 @@ class SimCluster:
             pki_mod.write_kubeconfig(lay.component_kubeconfig(who), pki_mod.kubeconfig_doc(
                 server, pki.ca_crt, cert=pki.crt(who), key=pki.key(who), user=who, cluster=self.name))
         stages.write(lay.kwok_config, heartbeat_s)
+        (lay.root / "egress-selector.yaml").write_text(egress.egress_config(egress.socket_path(lay)))
         cfg.save(lay.config)
         say(f"starting control plane of {self.name!r} on {server}")
         launcher = executor.spawn(

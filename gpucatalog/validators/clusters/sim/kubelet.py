@@ -4,7 +4,10 @@ Supervised process (``python -m …sim.kubelet --state DIR``). It polls the pods
 cluster's simulated nodes and, for each pod with a mapped image (``images``), which kwok is
 told to ignore:
 
-* allocates a unique pod IP ``127.<slot>.x.y`` (``slot`` distinct per running cluster);
+* allocates a unique pod IP: ``100.64.x.y`` in the API (Endpoints reject loopback addresses)
+  and the loopback alias ``127.<slot>.x.y`` on the host, where the process binds (``$(POD_IP)``
+  from a ``status.podIP`` fieldRef resolves to the alias; ``SIM_POD_IP`` holds the API one); the
+  API server reaches the pod through the egress proxy (``egress``), which maps one to the other;
 * requests a token for the pod's ServiceAccount through the TokenRequest API (bound to the
   pod) and materialises the ServiceAccount files, a kubeconfig using that token, ConfigMap,
   Secret, projected and emptyDir volumes under ``<node>/pods/<pod>/``;
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.clusters.sim import images, procs
+from gpucatalog.validators.clusters.sim import egress, images, procs
 from gpucatalog.validators.clusters.sim import pki as pki_mod
 from gpucatalog.validators.clusters.sim.config import ClusterConfig
 from gpucatalog.validators.clusters.sim.layout import Layout
@@ -105,9 +108,12 @@ class Kubelet:
 
     # -- pod IPs and files ------------------------------------------------------------------------
     def alloc_ip(self) -> str:
+        """Next pod IP (100.64.x.y in the API; the process listens on 127.<slot>.x.y)."""
         n = self.next_ip
         self.next_ip += 1
-        return f"127.{self.cfg.slot}.{(n >> 8) & 255}.{n & 255}"
+        if n >= 65535:
+            raise errors.ConflictError("sim pod IP range exhausted", expected="fewer than 65534 sim-kubelet pods")
+        return egress.pod_ip(n)
 
     def _token(self, pod: Any) -> str:
         sa = pod.spec.service_account_name or "default"
@@ -187,7 +193,8 @@ class Kubelet:
             "metadata.uid": pod.metadata.uid,
             "spec.nodeName": run.node,
             "spec.serviceAccountName": pod.spec.service_account_name or "default",
-            "status.podIP": run.ip,
+            # the address the process can bind and the API server reaches through the egress proxy
+            "status.podIP": egress.loopback_of(run.ip, self.cfg.slot),
             "status.hostIP": "127.0.0.1",
         }
         if path in values:
@@ -208,6 +215,8 @@ class Kubelet:
             "KUBERNETES_SERVICE_PORT": str(self.cfg.ports["apiserver"]),
             "PYTHONPATH": self.cfg.python_path,
             "PYTHONUNBUFFERED": "1",
+            "SIM_POD_IP": run.ip,
+            "SIM_POD_LOOPBACK_IP": egress.loopback_of(run.ip, self.cfg.slot),
         }
         if kubeconfig is not None:
             env["KUBECONFIG"] = str(kubeconfig)
@@ -451,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    print(f"sim kubelet up (pid {os.getpid()}), pod IPs 127.{cfg.slot}.0.0/16", flush=True)
+    print(f"sim kubelet up (pid {os.getpid()}), pod IPs {egress.POD_NET} -> 127.{cfg.slot}.0.0/16", flush=True)
     while not stopping:
         try:
             kubelet.sync()
