@@ -278,3 +278,46 @@ def test_admission_webhook_in_a_pod_is_reached_through_its_service(k8s_client: A
                                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
     finally:
         client.AdmissionregistrationV1Api(k8s_client).delete_validating_webhook_configuration(f"deny-{ns}")
+
+
+def test_init_container_runs_before_main_and_failure_fails_pod(sim_cluster: SimCluster, k8s_client: Any,
+                                                               sim_namespace: str) -> None:
+    core = client.CoreV1Api(k8s_client)
+    ns = sim_namespace
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "lister"}})
+    # the init container lists pods once (needs the Role: fails with 3 without it)
+    pod = {"metadata": {"name": "init-demo"}, "spec": {
+        "serviceAccountName": "lister", "restartPolicy": "Never",
+        "initContainers": [{"name": "init", "image": "ghcr.io/gpu-catalog/podlister:0.1", "args": ["--once"]}],
+        "containers": [{"name": "main", "image": "ghcr.io/gpu-catalog/podlister:0.1", "args": ["--once"]}]}}
+    wait("service account token ready", lambda: core.read_namespaced_service_account("lister", ns))
+    core.create_namespaced_pod(ns, pod)
+    failed = wait("pod failed in init", lambda: (lambda p: p if p.status.phase == "Failed" else None)(
+        core.read_namespaced_pod("init-demo", ns)))
+    assert failed.status.init_container_statuses[0].state.terminated.exit_code == 3
+    assert not failed.status.container_statuses  # main never started
+    rbac = client.RbacAuthorizationV1Api(k8s_client)
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "r"},
+                                     "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]})
+    rbac.create_namespaced_role_binding(ns, {
+        "metadata": {"name": "r"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+        "subjects": [{"kind": "ServiceAccount", "name": "lister", "namespace": ns}]})
+    pod["metadata"]["name"] = "init-demo-2"
+    core.create_namespaced_pod(ns, pod)
+    ok = wait("pod succeeded", lambda: (lambda p: p if p.status.phase == "Succeeded" else None)(
+        core.read_namespaced_pod("init-demo-2", ns)))
+    assert ok.status.init_container_statuses[0].state.terminated.exit_code == 0
+    assert ok.status.container_statuses[0].state.terminated.exit_code == 0
+
+
+def test_killed_component_is_restarted_and_logs_collected(sim_cluster: SimCluster, tmp_path: Path) -> None:
+    rec = procs.read(sim_cluster.layout.pids / "kube-scheduler.pid")
+    assert rec is not None
+    os.kill(rec.pid, signal.SIGKILL)
+    st = wait("scheduler restarted", lambda: (lambda s: s if s["components"]["kube-scheduler"]["restarts"] >= 1
+                                              and s["components"]["kube-scheduler"]["alive"] else None)(
+        sim_cluster.status()))
+    assert st["healthy"]
+    out = sim_cluster.collect_logs(tmp_path)
+    assert (out / "kube-apiserver.log").stat().st_size > 0
+    assert "supervisor: start kube-scheduler (restart 1)" in (out / "kube-scheduler.log").read_text()
