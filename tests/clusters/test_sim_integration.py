@@ -321,3 +321,61 @@ def test_killed_component_is_restarted_and_logs_collected(sim_cluster: SimCluste
     out = sim_cluster.collect_logs(tmp_path)
     assert (out / "kube-apiserver.log").stat().st_size > 0
     assert "supervisor: start kube-scheduler (restart 1)" in (out / "kube-scheduler.log").read_text()
+
+
+def test_daemonset_pod_sees_its_own_node_folder_through_hostpath(sim_cluster: SimCluster, k8s_client: Any,
+                                                                 sim_namespace: str) -> None:
+    ns = sim_namespace
+    sim_cluster.inject_fault("h100-node-0003", "xid", code=79, gpu=2)
+    sim_cluster.inject_fault("h100-node-0003", "ib-rate", device="mlx5_1")
+    try:
+        client.AppsV1Api(k8s_client).create_namespaced_daemon_set(ns, {
+            "metadata": {"name": "probe"},
+            "spec": {"selector": {"matchLabels": {"app": "probe"}},
+                     "template": {"metadata": {"labels": {"app": "probe"}}, "spec": {
+                         "automountServiceAccountToken": False,
+                         "containers": [{"name": "main", "image": "ghcr.io/gpu-catalog/podlister:0.1",
+                                         "args": ["--cat", "/dev/kmsg", "--cat", "/host/sys/class/infiniband/mlx5_1/ports/1/rate",
+                                                  "--once"],
+                                         "volumeMounts": [{"name": "kmsg", "mountPath": "/dev/kmsg", "readOnly": True},
+                                                          {"name": "sys", "mountPath": "/host/sys", "readOnly": True}]}],
+                         "volumes": [{"name": "kmsg", "hostPath": {"path": "/dev/kmsg"}},
+                                     {"name": "sys", "hostPath": {"path": "/sys"}}]}}}})
+        core = client.CoreV1Api(k8s_client)
+
+        def logs() -> dict[str, str] | None:
+            pods = core.list_namespaced_pod(ns).items
+            out = {p.spec.node_name: _pod_log(sim_cluster, p) for p in pods if p.spec.node_name}
+            return out if len(out) == 8 and all("--- /host/sys" in v for v in out.values()) else None
+
+        got = wait("8 daemon pods printed their files", logs, timeout=90)
+        assert "NVRM: Xid (PCI:0000:3a:00): 79" in got["h100-node-0003"]
+        assert "200 Gb/sec (2X NDR)" in got["h100-node-0003"]
+        assert "NVRM: Xid" not in got["h100-node-0002"]
+        assert "400 Gb/sec (4X NDR)" in got["h100-node-0002"]
+    finally:
+        sim_cluster.inject_fault("h100-node-0003", "clear")
+
+
+def test_node_agent_assigns_gpus_to_reservation_pods(sim_cluster: SimCluster, k8s_client: Any) -> None:
+    core = client.CoreV1Api(k8s_client)
+    ns = "kai-resource-reservation"
+    if not any(n.metadata.name == ns for n in core.list_namespace().items):
+        core.create_namespace({"metadata": {"name": ns}})
+    for i in range(2):
+        core.create_namespaced_pod(ns, {"metadata": {"name": f"gpu-reservation-{i}"}, "spec": {
+            "nodeName": "h100-node-0001", "containers": [{"name": "c", "image": "busybox",
+                                                          "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+    try:
+        def annotated() -> list[str] | None:
+            pods = core.list_namespaced_pod(ns).items
+            vals = [(p.metadata.annotations or {}).get("run.ai/reserve_for_gpu_index") for p in pods]
+            return [v for v in vals if v] if all(vals) and len(vals) == 2 else None
+
+        uuids = wait("reservation annotations", annotated)
+        import json as _json
+
+        hw = _json.loads((sim_cluster.node_dir("h100-node-0001") / "sim" / "hw.json").read_text())
+        assert set(uuids) <= {g["uuid"] for g in hw["gpus"]} and len(set(uuids)) == 2
+    finally:
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.clusters.sim import egress, images, procs
+from gpucatalog.validators.clusters.sim import egress, images, nodefs, procs
 from gpucatalog.validators.clusters.sim import pki as pki_mod
 from gpucatalog.validators.clusters.sim.config import ClusterConfig
 from gpucatalog.validators.clusters.sim.layout import Layout
@@ -457,7 +457,7 @@ class Kubelet:
         pods: list[Any] = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=", resource_version="0").items
         seen = set()
         for pod in pods:
-            if not is_sim_pod(pod) or not (self.lay.node_dir(pod.spec.node_name) / "sim").is_dir():
+            if not is_sim_pod(pod) or nodefs.ensure(self.lay.nodes, pod.spec.node_name, self.cfg.name) is None:
                 continue
             uid = pod.metadata.uid
             seen.add(uid)
