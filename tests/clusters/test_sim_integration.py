@@ -126,8 +126,7 @@ def test_sim_kubelet_runs_pod_with_serviceaccount_rbac(sim_cluster: SimCluster, 
         return pods[0] if pods and pods[0].status.pod_ip else None
 
     pod = wait("lister pod started", lister_pod)
-    cfg = sim_cluster.config()
-    assert cfg is not None and pod.status.pod_ip.startswith(f"127.{cfg.slot}.")
+    assert pod.status.pod_ip.startswith("100.64.")  # Endpoints-valid; the process sits on 127.<slot>.x.y
     # without a Role: the real API server refuses, the process exits 3, the kubelet restarts it
     wait("forbidden in log", lambda: "forbidden" in _pod_log(sim_cluster, lister_pod()))
     crashed = wait("restart recorded", lambda: (lambda p: p if p.status.container_statuses[0].restart_count >= 1
@@ -204,3 +203,179 @@ def test_ctrl_c_during_up_leaves_no_orphans() -> None:
     assert proc.returncode == 130, err
     assert recs and not any(r.alive() for r in recs)
     assert not c.layout.root.exists()
+
+
+def _serving_cert(dns: str) -> tuple[bytes, bytes]:
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(dns)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+def test_admission_webhook_in_a_pod_is_reached_through_its_service(k8s_client: Any, sim_namespace: str) -> None:
+    import base64
+
+    ns = sim_namespace
+    core = client.CoreV1Api(k8s_client)
+    crt, key = _serving_cert(f"hook.{ns}.svc")
+    core.create_namespaced_secret(ns, {"metadata": {"name": "hook-tls"}, "type": "kubernetes.io/tls",
+                                       "data": {"tls.crt": base64.b64encode(crt).decode(),
+                                                "tls.key": base64.b64encode(key).decode()}})
+    client.AppsV1Api(k8s_client).create_namespaced_deployment(ns, {
+        "metadata": {"name": "hook"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "hook"}},
+                 "template": {"metadata": {"labels": {"app": "hook"}}, "spec": {
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "main", "image": "ghcr.io/gpu-catalog/demo-webhook:0.1",
+                                     "args": ["--port", "8443"],
+                                     "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                                     "ports": [{"containerPort": 8443}],
+                                     "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}]}],
+                     "volumes": [{"name": "tls", "secret": {"secretName": "hook-tls"}}]}}}})
+    core.create_namespaced_service(ns, {"metadata": {"name": "hook"}, "spec": {
+        "selector": {"app": "hook"}, "ports": [{"port": 443, "targetPort": 8443}]}})
+    disc = client.DiscoveryV1Api(k8s_client)
+    wait("ready endpoint", lambda: any(
+        e.conditions.ready for s in disc.list_namespaced_endpoint_slice(ns).items for e in (s.endpoints or [])))
+    client.AdmissionregistrationV1Api(k8s_client).create_validating_webhook_configuration({
+        "metadata": {"name": f"deny-{ns}"},
+        "webhooks": [{"name": "deny.sim.gpu-catalog.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                      "failurePolicy": "Fail", "timeoutSeconds": 5,
+                      "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                      "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                 "resources": ["pods"]}],
+                      "clientConfig": {"service": {"namespace": ns, "name": "hook", "port": 443},
+                                       "caBundle": base64.b64encode(crt).decode()}}]})
+    try:
+        denied = {"metadata": {"name": "bad", "labels": {"sim.gpu-catalog.dev/deny": "true"}},
+                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+        def rejected() -> bool:
+            try:
+                core.create_namespaced_pod(ns, denied)
+            except client.ApiException as exc:
+                return exc.status == 403 and "denied by demo-webhook" in str(exc.body)
+            core.delete_namespaced_pod("bad", ns, grace_period_seconds=0)
+            return False
+
+        assert wait("webhook denies", rejected, timeout=30)
+        core.create_namespaced_pod(ns, {"metadata": {"name": "good"},
+                                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    finally:
+        client.AdmissionregistrationV1Api(k8s_client).delete_validating_webhook_configuration(f"deny-{ns}")
+
+
+def test_init_container_runs_before_main_and_failure_fails_pod(sim_cluster: SimCluster, k8s_client: Any,
+                                                               sim_namespace: str) -> None:
+    core = client.CoreV1Api(k8s_client)
+    ns = sim_namespace
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "lister"}})
+    # the init container lists pods once (needs the Role: fails with 3 without it)
+    pod = {"metadata": {"name": "init-demo"}, "spec": {
+        "serviceAccountName": "lister", "restartPolicy": "Never",
+        "initContainers": [{"name": "init", "image": "ghcr.io/gpu-catalog/podlister:0.1", "args": ["--once"]}],
+        "containers": [{"name": "main", "image": "ghcr.io/gpu-catalog/podlister:0.1", "args": ["--once"]}]}}
+    wait("service account token ready", lambda: core.read_namespaced_service_account("lister", ns))
+    core.create_namespaced_pod(ns, pod)
+    failed = wait("pod failed in init", lambda: (lambda p: p if p.status.phase == "Failed" else None)(
+        core.read_namespaced_pod("init-demo", ns)))
+    assert failed.status.init_container_statuses[0].state.terminated.exit_code == 3
+    assert not failed.status.container_statuses  # main never started
+    rbac = client.RbacAuthorizationV1Api(k8s_client)
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "r"},
+                                     "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]})
+    rbac.create_namespaced_role_binding(ns, {
+        "metadata": {"name": "r"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+        "subjects": [{"kind": "ServiceAccount", "name": "lister", "namespace": ns}]})
+    pod["metadata"]["name"] = "init-demo-2"
+    core.create_namespaced_pod(ns, pod)
+    ok = wait("pod succeeded", lambda: (lambda p: p if p.status.phase == "Succeeded" else None)(
+        core.read_namespaced_pod("init-demo-2", ns)))
+    assert ok.status.init_container_statuses[0].state.terminated.exit_code == 0
+    assert ok.status.container_statuses[0].state.terminated.exit_code == 0
+
+
+def test_killed_component_is_restarted_and_logs_collected(sim_cluster: SimCluster, tmp_path: Path) -> None:
+    rec = procs.read(sim_cluster.layout.pids / "kube-scheduler.pid")
+    assert rec is not None
+    os.kill(rec.pid, signal.SIGKILL)
+    st = wait("scheduler restarted", lambda: (lambda s: s if s["components"]["kube-scheduler"]["restarts"] >= 1
+                                              and s["components"]["kube-scheduler"]["alive"] else None)(
+        sim_cluster.status()))
+    assert st["healthy"]
+    out = sim_cluster.collect_logs(tmp_path)
+    assert (out / "kube-apiserver.log").stat().st_size > 0
+    assert "supervisor: start kube-scheduler (restart 1)" in (out / "kube-scheduler.log").read_text()
+
+
+def test_daemonset_pod_sees_its_own_node_folder_through_hostpath(sim_cluster: SimCluster, k8s_client: Any,
+                                                                 sim_namespace: str) -> None:
+    ns = sim_namespace
+    sim_cluster.inject_fault("h100-node-0003", "xid", code=79, gpu=2)
+    sim_cluster.inject_fault("h100-node-0003", "ib-rate", device="mlx5_1")
+    try:
+        client.AppsV1Api(k8s_client).create_namespaced_daemon_set(ns, {
+            "metadata": {"name": "probe"},
+            "spec": {"selector": {"matchLabels": {"app": "probe"}},
+                     "template": {"metadata": {"labels": {"app": "probe"}}, "spec": {
+                         "automountServiceAccountToken": False,
+                         "containers": [{"name": "main", "image": "ghcr.io/gpu-catalog/podlister:0.1",
+                                         "args": ["--cat", "/dev/kmsg", "--cat", "/host/sys/class/infiniband/mlx5_1/ports/1/rate",
+                                                  "--once"],
+                                         "volumeMounts": [{"name": "kmsg", "mountPath": "/dev/kmsg", "readOnly": True},
+                                                          {"name": "sys", "mountPath": "/host/sys", "readOnly": True}]}],
+                         "volumes": [{"name": "kmsg", "hostPath": {"path": "/dev/kmsg"}},
+                                     {"name": "sys", "hostPath": {"path": "/sys"}}]}}}})
+        core = client.CoreV1Api(k8s_client)
+
+        def logs() -> dict[str, str] | None:
+            pods = core.list_namespaced_pod(ns).items
+            out = {p.spec.node_name: _pod_log(sim_cluster, p) for p in pods if p.spec.node_name}
+            return out if len(out) == 8 and all("--- /host/sys" in v for v in out.values()) else None
+
+        got = wait("8 daemon pods printed their files", logs, timeout=90)
+        assert "NVRM: Xid (PCI:0000:3a:00): 79" in got["h100-node-0003"]
+        assert "200 Gb/sec (2X NDR)" in got["h100-node-0003"]
+        assert "NVRM: Xid" not in got["h100-node-0002"]
+        assert "400 Gb/sec (4X NDR)" in got["h100-node-0002"]
+    finally:
+        sim_cluster.inject_fault("h100-node-0003", "clear")
+
+
+def test_node_agent_assigns_gpus_to_reservation_pods(sim_cluster: SimCluster, k8s_client: Any) -> None:
+    core = client.CoreV1Api(k8s_client)
+    ns = "kai-resource-reservation"
+    if not any(n.metadata.name == ns for n in core.list_namespace().items):
+        core.create_namespace({"metadata": {"name": ns}})
+    for i in range(2):
+        core.create_namespaced_pod(ns, {"metadata": {"name": f"gpu-reservation-{i}"}, "spec": {
+            "nodeName": "h100-node-0001", "containers": [{"name": "c", "image": "busybox",
+                                                          "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+    try:
+        def annotated() -> list[str] | None:
+            pods = core.list_namespaced_pod(ns).items
+            vals = [(p.metadata.annotations or {}).get("run.ai/reserve_for_gpu_index") for p in pods]
+            return [v for v in vals if v] if all(vals) and len(vals) == 2 else None
+
+        uuids = wait("reservation annotations", annotated)
+        import json as _json
+
+        hw = _json.loads((sim_cluster.node_dir("h100-node-0001") / "sim" / "hw.json").read_text())
+        assert set(uuids) <= {g["uuid"] for g in hw["gpus"]} and len(set(uuids)) == 2
+    finally:
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)

@@ -14,14 +14,13 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import gpucatalog
 from gpucatalog.catalog import errors, executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.clusters.sim import faults, nodefs, nodes, ports, procs, shapes, stages
+from gpucatalog.validators.clusters.sim import egress, faults, nodefs, nodes, ports, procs, shapes, stages
 from gpucatalog.validators.clusters.sim import pki as pki_mod
 from gpucatalog.validators.clusters.sim.config import RESTART_POLICIES, ClusterConfig
 from gpucatalog.validators.clusters.sim.layout import Layout, clusters_root
@@ -107,6 +106,7 @@ class SimCluster:
             pki_mod.write_kubeconfig(lay.component_kubeconfig(who), pki_mod.kubeconfig_doc(
                 server, pki.ca_crt, cert=pki.crt(who), key=pki.key(who), user=who, cluster=self.name))
         stages.write(lay.kwok_config, heartbeat_s)
+        (lay.root / "egress-selector.yaml").write_text(egress.egress_config(egress.socket_path(lay)))
         cfg.save(lay.config)
         say(f"starting control plane of {self.name!r} on {server}")
         launcher = executor.spawn(
@@ -115,10 +115,8 @@ class SimCluster:
             log_path=lay.logs / "supervisor.log", env={"PYTHONPATH": cfg.python_path},
         )
         launcher.wait()
-        # seed node folders while the control plane boots
         objs = [nodes.node_object(shape, i) for i in range(count)]
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            list(pool.map(lambda o: nodefs.seed(lay.node_dir(o["metadata"]["name"]), shape, self.name), objs))
+        nodefs.register(lay.nodes, {o["metadata"]["name"]: shape.name for o in objs})
         self._wait_phase(timeout)
         say(f"API server ready after {time.monotonic() - t0:.1f}s; creating {count} {shape.name} nodes")
         nodes.create(self.core(), objs)
@@ -228,17 +226,17 @@ class SimCluster:
             if nodes.node_name(s, i) not in existing:
                 objs.append(nodes.node_object(s, i))
             i += 1
-        for o in objs:
-            nodefs.seed(self.layout.node_dir(o["metadata"]["name"]), s, self.name)
+        nodefs.register(self.layout.nodes, {o["metadata"]["name"]: s.name for o in objs})
         nodes.create(core, objs)
         self.wait_ready(60)
         return [o["metadata"]["name"] for o in objs]
 
     def node_dir(self, node: str) -> Path:
         """The folder holding ``node``'s simulated hardware readings (its hostPath root)."""
-        d = self.layout.node_dir(node)
-        if not (d / "sim").is_dir():
-            known = sorted(p.name for p in self.layout.nodes.iterdir()) if self.layout.nodes.is_dir() else []
+        d = nodefs.ensure(self.layout.nodes, node, self.name)
+        if d is None:
+            known = sorted(json.loads((self.layout.nodes / "index.json").read_text())) \
+                if (self.layout.nodes / "index.json").is_file() else []
             raise errors.NotFoundError(f"no simulated node {node!r} in cluster {self.name!r}", field="NODE",
                                        expected=", ".join(known[:5]) + (" …" if len(known) > 5 else ""))
         return d

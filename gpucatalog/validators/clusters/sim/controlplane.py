@@ -41,6 +41,13 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
     py_env = {"PYTHONPATH": cfg.python_path, "PYTHONUNBUFFERED": "1"}
     return [
         Component(
+            "egress-proxy",
+            [sys.executable, "-m", "gpucatalog.validators.clusters.sim.egress", "--state", str(lay.root)],
+            "",
+            "storage",
+            py_env,
+        ),
+        Component(
             "etcd",
             [
                 b["etcd"], "--name=sim", f"--data-dir={lay.etcd_data}",
@@ -69,6 +76,8 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
                 # webhooks and aggregated APIs are called on a Service's endpoint addresses
                 # (the pod IPs) rather than its ClusterIP, which nothing here routes.
                 "--enable-aggregator-routing=true",
+                # ... and reaches those pod IPs through the sim's egress proxy (see egress.py)
+                f"--egress-selector-config-file={lay.root / 'egress-selector.yaml'}",
                 # Endpoints may not hold loopback addresses, and the API server's address is one.
                 "--endpoint-reconciler-type=none",
                 f"--requestheader-client-ca-file={pki.ca_crt}", "--requestheader-allowed-names=front-proxy-client",

@@ -4,7 +4,10 @@ Supervised process (``python -m …sim.kubelet --state DIR``). It polls the pods
 cluster's simulated nodes and, for each pod with a mapped image (``images``), which kwok is
 told to ignore:
 
-* allocates a unique pod IP ``127.<slot>.x.y`` (``slot`` distinct per running cluster);
+* allocates a unique pod IP: ``100.64.x.y`` in the API (Endpoints reject loopback addresses)
+  and the loopback alias ``127.<slot>.x.y`` on the host, where the process binds (``$(POD_IP)``
+  from a ``status.podIP`` fieldRef resolves to the alias; ``SIM_POD_IP`` holds the API one); the
+  API server reaches the pod through the egress proxy (``egress``), which maps one to the other;
 * requests a token for the pod's ServiceAccount through the TokenRequest API (bound to the
   pod) and materialises the ServiceAccount files, a kubeconfig using that token, ConfigMap,
   Secret, projected and emptyDir volumes under ``<node>/pods/<pod>/``;
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.catalog import errors
-from gpucatalog.validators.clusters.sim import images, procs
+from gpucatalog.validators.clusters.sim import egress, images, nodefs, procs
 from gpucatalog.validators.clusters.sim import pki as pki_mod
 from gpucatalog.validators.clusters.sim.config import ClusterConfig
 from gpucatalog.validators.clusters.sim.layout import Layout
@@ -100,14 +103,18 @@ class Kubelet:
         self.core: Any = client.CoreV1Api(self.api)
         self.client = client
         self.pods: dict[str, PodRun] = {}
+        self.retry_after: dict[str, float] = {}  # pod uid -> when to retry a failed init
         self.next_ip = 1
         self.ca = pki_mod.Pki(lay.pki).ca_crt.read_text()
 
     # -- pod IPs and files ------------------------------------------------------------------------
     def alloc_ip(self) -> str:
+        """Next pod IP (100.64.x.y in the API; the process listens on 127.<slot>.x.y)."""
         n = self.next_ip
         self.next_ip += 1
-        return f"127.{self.cfg.slot}.{(n >> 8) & 255}.{n & 255}"
+        if n >= 65535:
+            raise errors.ConflictError("sim pod IP range exhausted", expected="fewer than 65534 sim-kubelet pods")
+        return egress.pod_ip(n)
 
     def _token(self, pod: Any) -> str:
         sa = pod.spec.service_account_name or "default"
@@ -187,7 +194,8 @@ class Kubelet:
             "metadata.uid": pod.metadata.uid,
             "spec.nodeName": run.node,
             "spec.serviceAccountName": pod.spec.service_account_name or "default",
-            "status.podIP": run.ip,
+            # the address the process can bind and the API server reaches through the egress proxy
+            "status.podIP": egress.loopback_of(run.ip, self.cfg.slot),
             "status.hostIP": "127.0.0.1",
         }
         if path in values:
@@ -208,6 +216,8 @@ class Kubelet:
             "KUBERNETES_SERVICE_PORT": str(self.cfg.ports["apiserver"]),
             "PYTHONPATH": self.cfg.python_path,
             "PYTHONUNBUFFERED": "1",
+            "SIM_POD_IP": run.ip,
+            "SIM_POD_LOOPBACK_IP": egress.loopback_of(run.ip, self.cfg.slot),
         }
         if kubeconfig is not None:
             env["KUBECONFIG"] = str(kubeconfig)
@@ -264,6 +274,8 @@ class Kubelet:
                 self.cfg.api_url, sa_dir / "ca.crt", token_file=sa_dir / "token",
                 user=f"system:serviceaccount:{run.namespace}:{pod.spec.service_account_name or 'default'}"))
         vols = self._volumes(pod, run, token)
+        if not self.run_init_containers(pod, run, vols, token, kubeconfig):
+            return
         for c in pod.spec.containers:
             cont = Container(c.name, c.image or "", [])
             run.containers.append(cont)
@@ -278,21 +290,72 @@ class Kubelet:
                 continue
             if cont.argv and cont.argv[0] in ("python3", "python"):
                 cont.argv[0] = sys.executable
-            mounts = [{"source": str(vols[m.name]), "mountPath": m.mount_path, "readOnly": bool(m.read_only)}
-                      for m in c.volume_mounts or [] if m.name in vols]
-            if token and not any(m["mountPath"] == SA_PATH for m in mounts):
-                mounts.append({"source": str(run.dir / "serviceaccount"), "mountPath": SA_PATH, "readOnly": True})
-            spec = {
-                "argv": cont.argv,
-                "env": self._env(pod, c, run, kubeconfig),
-                "workingDir": c.working_dir or "/",
-                "mounts": mounts,
-                "root": str(run.dir / f"root-{c.name}"),
-            }
-            run.spec_file[c.name] = run.dir / f"{c.name}.json"
-            run.spec_file[c.name].write_text(json.dumps(spec, indent=1))
+            self._write_spec(pod, c, run, cont.argv, vols, token, kubeconfig)
             self.spawn(run, cont)
         self.report(run, force=True)
+
+    def _write_spec(self, pod: Any, c: Any, run: PodRun, argv: list[str], vols: dict[str, Path],
+                    token: str | None, kubeconfig: Path | None) -> Path:
+        mounts = [{"source": str(vols[m.name]), "mountPath": m.mount_path, "readOnly": bool(m.read_only)}
+                  for m in c.volume_mounts or [] if m.name in vols]
+        if token and not any(m["mountPath"] == SA_PATH for m in mounts):
+            mounts.append({"source": str(run.dir / "serviceaccount"), "mountPath": SA_PATH, "readOnly": True})
+        spec = {
+            "argv": argv,
+            "env": self._env(pod, c, run, kubeconfig),
+            "workingDir": c.working_dir or "/",
+            "mounts": mounts,
+            "root": str(run.dir / f"root-{c.name}"),
+        }
+        run.spec_file[c.name] = run.dir / f"{c.name}.json"
+        run.spec_file[c.name].write_text(json.dumps(spec, indent=1))
+        return run.spec_file[c.name]
+
+    def run_init_containers(self, pod: Any, run: PodRun, vols: dict[str, Path], token: str | None,
+                            kubeconfig: Path | None) -> bool:
+        """Run init containers in order (mapped images for real, others count as completed).
+
+        Blocking, with a time limit: init containers of the charts certified here are short.
+        Returns False when one failed (the pod is reported and retried or failed per policy).
+        """
+        from gpucatalog.catalog import executor
+
+        statuses: list[dict[str, Any]] = []
+        for c in pod.spec.init_containers or []:
+            started = _now()
+            code = 0
+            if images.lookup(c.image or "") is not None:
+                argv = images.argv_for(self.api.sanitize_for_serialization(c))
+                if argv and argv[0] in ("python3", "python"):
+                    argv[0] = sys.executable
+                spec = self._write_spec(pod, c, run, argv, vols, token, kubeconfig)
+                try:
+                    proc = executor.run([sys.executable, "-m", "gpucatalog.validators.clusters.sim.podexec", str(spec)],
+                                        env={"PYTHONPATH": self.cfg.python_path}, check=False, timeout=120)
+                    code = proc.returncode
+                    (run.dir / f"{c.name}.log").write_text(proc.stdout + proc.stderr)
+                except errors.ToolError as exc:
+                    code = exc.returncode
+            statuses.append({"name": c.name, "image": c.image, "imageID": f"sim://{c.image}", "ready": code == 0,
+                             "restartCount": 0, "state": {"terminated": {
+                                 "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                 "startedAt": started, "finishedAt": _now()}}})
+            if code != 0:
+                phase = "Failed" if run.restart_policy == "Never" else "Pending"
+                self._patch_status(run, {"phase": phase, "initContainerStatuses": statuses})
+                self.pods.pop(run.uid, None)
+                self.retry_after[run.uid] = time.monotonic() + (5.0 if phase == "Pending" else float("inf"))
+                return False
+        if statuses:
+            self._patch_status(run, {"initContainerStatuses": statuses})
+        return True
+
+    def _patch_status(self, run: PodRun, status: dict[str, Any]) -> None:
+        try:
+            self.core.patch_namespaced_pod_status(run.name, run.namespace, {"status": status})
+        except self.client.ApiException as exc:
+            if exc.status != 404:
+                print(f"status of {run.namespace}/{run.name}: {exc.status} {exc.reason}", flush=True)
 
     def spawn(self, run: PodRun, cont: Container) -> None:
         from gpucatalog.catalog import executor
@@ -394,7 +457,7 @@ class Kubelet:
         pods: list[Any] = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=", resource_version="0").items
         seen = set()
         for pod in pods:
-            if not is_sim_pod(pod) or not (self.lay.node_dir(pod.spec.node_name) / "sim").is_dir():
+            if not is_sim_pod(pod) or nodefs.ensure(self.lay.nodes, pod.spec.node_name, self.cfg.name) is None:
                 continue
             uid = pod.metadata.uid
             seen.add(uid)
@@ -405,6 +468,8 @@ class Kubelet:
                 else:
                     self.delete(PodRun(uid, pod.metadata.namespace, pod.metadata.name, pod.spec.node_name, "",
                                        self.lay.node_dir(pod.spec.node_name) / "pods" / "gone", "Never"), 0)
+                continue
+            if run is None and time.monotonic() < self.retry_after.get(uid, 0.0):
                 continue
             if run is None and (pod.status.phase or "Pending") in ("Pending", "Running"):
                 try:
@@ -451,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    print(f"sim kubelet up (pid {os.getpid()}), pod IPs 127.{cfg.slot}.0.0/16", flush=True)
+    print(f"sim kubelet up (pid {os.getpid()}), pod IPs {egress.POD_NET} -> 127.{cfg.slot}.0.0/16", flush=True)
     while not stopping:
         try:
             kubelet.sync()

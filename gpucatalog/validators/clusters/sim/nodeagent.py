@@ -41,15 +41,18 @@ exit 2
 """
 
 
-def write_nvidia_smi(node_dir: Path) -> Path:
+def write_nvidia_smi(node_dir: Path, final_dir: Path | None = None) -> Path:
     path = node_dir / "usr" / "bin" / "nvidia-smi"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_SCRIPT.format(sim_dir=node_dir / "sim"))
+    path.write_text(_SCRIPT.format(sim_dir=(final_dir or node_dir) / "sim"))
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
 
 
 def _gpu_uuids(node_dir: Path) -> list[str]:
+    from gpucatalog.validators.clusters.sim import nodefs  # nodefs imports this module
+
+    nodefs.ensure(node_dir.parent, node_dir.name, node_dir.parent.parent.name)
     try:
         hw = json.loads((node_dir / "sim" / "hw.json").read_text())
     except OSError:

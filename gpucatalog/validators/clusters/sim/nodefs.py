@@ -18,6 +18,8 @@ Layout of ``<state>/nodes/<node>/`` (the node's "/" for hostPath volumes of sim-
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -60,6 +62,44 @@ def healthy_hw(shape: Shape, cluster: str, node: str) -> dict[str, Any]:
     return {"gpus": gpus, "infiniband": ib, "kmsg_seq": 0}
 
 
+def register(nodes_dir: Path, shape_of: dict[str, str]) -> None:
+    """Record node -> shape names; folders are seeded on first use (fast start for 1,000 nodes)."""
+    nodes_dir.mkdir(parents=True, exist_ok=True)
+    index = nodes_dir / "index.json"
+    known: dict[str, str] = json.loads(index.read_text()) if index.is_file() else {}
+    known.update(shape_of)
+    tmp = nodes_dir / "index.json.tmp"
+    tmp.write_text(json.dumps(known))
+    tmp.replace(index)
+
+
+def shape_name(nodes_dir: Path, node: str) -> str | None:
+    try:
+        known: dict[str, str] = json.loads((nodes_dir / "index.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return known.get(node)
+
+
+def ensure(nodes_dir: Path, node: str, cluster: str) -> Path | None:
+    """The seeded folder of a sim node (seeding it now if needed); None if ``node`` is not one."""
+    d = nodes_dir / node
+    if (d / "sim" / "hw.json").is_file():
+        return d
+    name = shape_name(nodes_dir, node)
+    if name is None:
+        return None
+    from gpucatalog.validators.clusters.sim import shapes
+
+    tmp = nodes_dir / f".{node}.seeding.{os.getpid()}"
+    seed(tmp, shapes.get(name), cluster, final_dir=d)
+    try:
+        tmp.rename(d)  # atomic: a concurrent seeder (kubelet vs CLI) loses the race harmlessly
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return d
+
+
 def load_hw(node_dir: Path) -> dict[str, Any]:
     hw: dict[str, Any] = json.loads((node_dir / "sim" / "hw.json").read_text())
     return hw
@@ -71,17 +111,22 @@ def save_hw(node_dir: Path, hw: dict[str, Any]) -> None:
     tmp.replace(node_dir / "sim" / "hw.json")
 
 
-def seed(node_dir: Path, shape: Shape, cluster: str) -> None:
-    """Create the node folder with healthy readings (overwrites any earlier state)."""
+def seed(node_dir: Path, shape: Shape, cluster: str, final_dir: Path | None = None) -> None:
+    """Create the node folder with healthy readings (overwrites any earlier state).
+
+    ``final_dir``: where the folder will live when seeded elsewhere and renamed into place
+    (the nvidia-smi script embeds that path); GPU UUIDs derive from its name.
+    """
+    final = final_dir or node_dir
     (node_dir / "sim").mkdir(parents=True, exist_ok=True)
     (node_dir / "dev").mkdir(exist_ok=True)
     (node_dir / "dev" / "kmsg").write_text("")
     (node_dir / "sim" / "shape.json").write_text(json.dumps(asdict(shape), indent=1))
-    hw = healthy_hw(shape, cluster, node_dir.name)
+    hw = healthy_hw(shape, cluster, final.name)
     save_hw(node_dir, hw)
     render(node_dir, shape, hw)
     if shape.gpu is not None:
-        nodeagent.write_nvidia_smi(node_dir)
+        nodeagent.write_nvidia_smi(node_dir, final)
 
 
 def render(node_dir: Path, shape: Shape, hw: dict[str, Any]) -> None:

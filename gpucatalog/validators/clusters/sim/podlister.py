@@ -2,7 +2,7 @@
 
 Image ``ghcr.io/gpu-catalog/podlister`` in ``data/images.yaml``. Uses in-cluster configuration
 (the projected ServiceAccount token) when present, else ``$KUBECONFIG``. Prints
-``listed N pods in NS`` every ``--interval`` seconds; on 403 prints ``forbidden: …`` and exits 3,
+``listed N pods in NS`` (after the files of any ``--cat PATH``) every ``--interval`` seconds; on 403 prints ``forbidden: …`` and exits 3,
 so a missing Role shows as a crash-looping pod. Used by the sim-kubelet RBAC tests.
 """
 
@@ -24,7 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="podlister")
     ap.add_argument("--interval", type=float, default=2.0)
     ap.add_argument("--once", action="store_true")
+    ap.add_argument("--cat", action="append", default=[], metavar="PATH",
+                    help="print a file first (shows what a hostPath volume holds inside the pod)")
     args = ap.parse_args(argv)
+    for path in args.cat:
+        try:
+            print(f"--- {path}\n{Path(path).read_text()}", flush=True)
+        except OSError as exc:
+            print(f"--- {path}: {exc}", flush=True)
     cfg: Any = config  # the loaders are untyped in the kubernetes package
     if (SA_DIR / "token").is_file():
         cfg.load_incluster_config()
