@@ -82,3 +82,50 @@ def test_workspace_queues_are_real_and_cleaned_up(kubeconfig: Path) -> None:
     assert not {n for n in names if n.startswith(ns)}
     assert "cleanup_problems" not in res.details
     kube.close()
+
+
+def _kai_pod(kube: kai_cluster.Kube, name: str, app: str) -> None:
+    body = {"metadata": {"name": name, "labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+    kube.core.create_namespaced_pod("kai-scheduler", body)
+
+
+def _pod_status(kube: kai_cluster.Kube, name: str, *, ready: bool, restarts: int, waiting: str = "") -> None:
+    state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
+    status = {"phase": "Running", "containerStatuses": [{
+        "name": "c", "image": "registry.k8s.io/pause:3.10", "imageID": "", "ready": ready,
+        "restartCount": restarts, "state": state}]}
+    kube.core.patch_namespaced_pod_status(name, "kai-scheduler", {"status": status})
+
+
+def test_preflight_names_a_crashing_component_and_the_watchdog_fails_on_restart(kubeconfig: Path) -> None:
+    """KAI's status as the API reports it (pod statuses written here as a kubelet would): a
+    Deployment without ready pods is named with its pod's waiting reason, and a restart during
+    a wait fails the wait at once instead of letting it time out."""
+    kube = kai_cluster.Kube(str(kubeconfig))
+    p = kai_cluster.Params(wait_seconds=60)
+    kube.core.create_namespace({"metadata": {"name": "kai-scheduler"}})
+    kube.core.create_namespaced_service_account("kai-scheduler", {"metadata": {"name": "default"}})
+    labels = {"app": "binder"}
+    kube.apps.create_namespaced_deployment("kai-scheduler", {
+        "metadata": {"name": "binder"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}})
+    _kai_pod(kube, "binder-0", "binder")
+    _pod_status(kube, "binder-0", ready=False, restarts=4, waiting="CrashLoopBackOff")
+    with pytest.raises(base.CaseFailed) as info:
+        kai_cluster.preflight(kube, p, ["binder"], min_gpus=0)
+    assert ("KAI binder: Deployment kai-scheduler/binder has 0/1 ready replicas "
+            "(pod binder-0: CrashLoopBackOff, 4 restarts)") in str(info.value)
+
+    _pod_status(kube, "binder-0", ready=True, restarts=4)
+    dog = kai_cluster.Watchdog(kube, p, ["binder"])
+    dog.check()
+    _pod_status(kube, "binder-0", ready=True, restarts=5)
+    t0 = time.monotonic()
+    with pytest.raises(base.CaseFailed) as info:
+        kai_cluster.wait(dog, "something that never happens", lambda: None, timeout=60)
+    assert time.monotonic() - t0 < 10
+    assert "KAI pod kai-scheduler/binder-0 restarted during the case (4 -> 5 restarts)" in str(info.value)
+    kube.close()
