@@ -56,6 +56,7 @@ def test_suite_fails_fast_naming_what_is_missing(kubeconfig: Path, name: str) ->
     assert pre.name == "preflight" and pre.result == "failed"
     assert "Deployment kai-scheduler/kai-scheduler-default does not exist" in pre.reason
     assert "Deployment kai-scheduler/binder does not exist" in pre.reason
+    assert "Config kai-config (kai.scheduler/v1) does not exist" in pre.reason
     assert "0 allocatable nvidia.com/gpu" in pre.reason
     assert rest and all(c.result == "skipped" and "preflight failed" in c.reason for c in rest)
 
@@ -114,8 +115,17 @@ def test_preflight_names_a_crashing_component_and_the_watchdog_fails_on_restart(
             "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}})
     _kai_pod(kube, "binder-0", "binder")
     _pod_status(kube, "binder-0", ready=False, restarts=4, waiting="CrashLoopBackOff")
+    kube.custom.create_cluster_custom_object("kai.scheduler", "v1", "configs", {
+        "apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"}, "spec": {}})
+    kube.custom.patch_cluster_custom_object_status("kai.scheduler", "v1", "configs", "kai-config", {"status": {
+        "conditions": [{"type": "Deployed", "status": "True", "reason": "Deployed", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
+                       {"type": "Available", "status": "False", "reason": "Unavailable", "message": "binder not ready",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}})
     with pytest.raises(base.CaseFailed) as info:
         kai_cluster.preflight(kube, p, ["binder"], min_gpus=0)
+    assert ("Config kai-config: Available=False (Unavailable: binder not ready); "
+            "DependenciesFulfilled not reported") in str(info.value)
     assert ("KAI binder: Deployment kai-scheduler/binder has 0/1 ready replicas "
             "(pod binder-0: CrashLoopBackOff, 4 restarts)") in str(info.value)
 

@@ -129,6 +129,7 @@ def preflight(kube: Kube, p: Params, components: list[str], *, min_gpus: int = 1
     problems: list[str] = []
     if not kube.exists("list KAI queues", kube.custom.list_cluster_custom_object, GROUP, "v2", "queues", limit=1):
         problems.append(f"CRD queues.{GROUP}/v2 is not installed")
+    problems.extend(kai_config_problems(kube))
     for comp in components:
         name = DEPLOYMENTS[comp]
         problem = _deployment_problem(kube, p.kai_namespace, name)
@@ -144,6 +145,34 @@ def preflight(kube: Kube, p: Params, components: list[str], *, min_gpus: int = 1
     if problems:
         raise base.CaseFailed("KAI is not ready: " + "; ".join(problems))
     return {"gpu_nodes": len(capacity), "gpus": total}
+
+
+READY_CONDITIONS = ("Deployed", "Available", "DependenciesFulfilled")
+
+
+def kai_config_problems(kube: Kube) -> list[str]:
+    """What KAI's operator reports as not ready: the ``kai-config`` Config must have Deployed,
+    Available and DependenciesFulfilled True for its current generation (as KAI's own e2e waits)."""
+    try:
+        cfg = kube.custom.get_cluster_custom_object("kai.scheduler", "v1", "configs", "kai-config")
+    except ApiException as exc:
+        if exc.status == 404:
+            return ["Config kai-config (kai.scheduler/v1) does not exist (KAI's operator input is missing)"]
+        return [f"Config kai-config: HTTP {exc.status} {api_message(exc)}"]
+    except urllib3.exceptions.HTTPError as exc:
+        raise base.CaseFailed(f"read Config kai-config: Kubernetes API unreachable ({exc})") from exc
+    generation = (cfg.get("metadata") or {}).get("generation")
+    conditions = {c.get("type"): c for c in (cfg.get("status") or {}).get("conditions") or []}
+    bad = []
+    for kind in READY_CONDITIONS:
+        cond = conditions.get(kind)
+        if cond is None:
+            bad.append(f"{kind} not reported")
+        elif cond.get("status") != "True":
+            bad.append(f"{kind}={cond.get('status')} ({cond.get('reason', '')}: {cond.get('message', '')})")
+        elif generation is not None and cond.get("observedGeneration") not in (None, generation):
+            bad.append(f"{kind} is for generation {cond.get('observedGeneration')}, not {generation}")
+    return [f"Config kai-config: {'; '.join(bad)}"] if bad else []
 
 
 def _deployment_problem(kube: Kube, ns: str, name: str) -> str:
