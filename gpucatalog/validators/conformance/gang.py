@@ -23,6 +23,7 @@ from gpucatalog.validators.conformance.kai_cluster import Kube, Params, Watchdog
 NAME = "gang"
 COMPONENTS = ["scheduler", "binder", "pod-grouper"]
 BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
+SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"
 
 
 class _Suite:
@@ -53,8 +54,10 @@ class _Suite:
     def gang(self, ws: Workspace, queue: str, node: str, n: int) -> None:
         self.pod_group(ws, "gang", queue, n)
         for i in range(n):
+            # skip-podgrouper: KAI's pod-grouper must not regroup pods that join an explicit PodGroup.
             body = kai_cluster.pod(self.p, f"gang-{i}", queue, group="gang", gpus=1, pod_group="gang",
-                                   priority_class=self.p.preemptible_class)
+                                   priority_class=self.p.preemptible_class,
+                                   annotations={SKIP_PODGROUPER: "true"})
             ws.create(kai_cluster.pin(body, [node]))
 
     def all_scheduled(self, ws: Workspace, group: str, n: int, what: str) -> list[Any]:
