@@ -201,3 +201,10 @@ def test_rendered_config_and_shard_match_their_crds(render: Render) -> None:
     assert not list(crd_validator("kai.scheduler_configs.yaml").iter_errors(_config(docs)))
     shard = _by_kind(docs, "SchedulingShard")[0]
     assert not list(crd_validator("kai.scheduler_schedulingshards.yaml").iter_errors(shard))
+
+
+def test_sim_values_leave_runtime_class_unset(render: Render) -> None:
+    values = yaml.safe_load((CHARTS / "kai-scheduler/ci/sim-values.yaml").read_text())
+    admission = _config(render("kai-scheduler", values))["spec"]["admission"]
+    assert "gpuFractionRuntimeClassName" not in admission
+    assert admission["gpuSharing"] is True
