@@ -201,3 +201,12 @@ def test_rendered_config_and_shard_match_their_crds(render: Render) -> None:
     assert not list(crd_validator("kai.scheduler_configs.yaml").iter_errors(_config(docs)))
     shard = _by_kind(docs, "SchedulingShard")[0]
     assert not list(crd_validator("kai.scheduler_schedulingshards.yaml").iter_errors(shard))
+
+
+def test_runtime_class_is_always_explicit(render: Render) -> None:
+    # KAI's operator defaults an absent gpuFractionRuntimeClassName to "nvidia"; "" disables it.
+    assert _config(render("kai-scheduler"))["spec"]["admission"]["gpuFractionRuntimeClassName"] == "nvidia"
+    values = yaml.safe_load((CHARTS / "kai-scheduler/ci/sim-values.yaml").read_text())
+    admission = _config(render("kai-scheduler", values))["spec"]["admission"]
+    assert admission["gpuFractionRuntimeClassName"] == ""
+    assert admission["gpuSharing"] is True

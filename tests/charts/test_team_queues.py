@@ -143,3 +143,11 @@ def test_unknown_field_is_rejected_by_the_schema(render_error: Any) -> None:
 def test_rendered_queues_pass_the_static_kai_rules(render: Render, path: Path) -> None:
     docs = render("team-queues", yaml.safe_load(path.read_text()) or {})
     assert kai_rules.check_queues(docs, component="team-queues") == []
+
+
+def test_integers_from_set_flags_are_checked_too(render_error: Any) -> None:
+    # --set gives int64 values, a file gives float64: the checks must compare both.
+    err = render_error("team-queues", None, "--set",
+                       "departments[0].name=d,departments[0].gpu.quota=4,"
+                       "departments[0].teams[0].name=t,departments[0].teams[0].gpu.quota=5")
+    assert "the children of d guarantee 5 GPUs (t=5) but d.gpu.quota is 4" in err

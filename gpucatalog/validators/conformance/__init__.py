@@ -4,4 +4,8 @@ so the same suite runs on the sim cluster, kind, and a real GPU cluster.
 ``SUITES`` maps a suite name to the module that implements ``run(ctx) -> SuiteResult``.
 """
 
-SUITES: dict[str, str] = {}
+SUITES: dict[str, str] = {
+    "fractional_gpu": "gpucatalog.validators.conformance.fractional_gpu",
+    "quota_reclaim": "gpucatalog.validators.conformance.quota_reclaim",
+    "gang": "gpucatalog.validators.conformance.gang",
+}

@@ -1,0 +1,141 @@
+"""The KAI CRDs and suites against a real kube-apiserver (no nodes, no KAI): the CRDs are
+accepted, strict decoding rejects a wrong Queue field, the suites' workspaces create and remove
+real queues, and every suite fails at its preflight in seconds, naming what is missing."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpucatalog.catalog import executor
+from gpucatalog.toolchain import build
+from gpucatalog.validators.conformance import SUITES, base, kai_cluster
+from tests.conformance.apiserver import api_server
+
+pytestmark = pytest.mark.integration
+CRDS = Path(__file__).resolve().parents[2] / "charts/kai-scheduler/crds"
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with api_server(tmp_path_factory.mktemp("apiserver")) as kc:
+        kubectl = build.ensure("kubectl")
+        executor.run([kubectl, "--kubeconfig", kc, "apply", "--server-side", "-f", CRDS])
+        executor.run([kubectl, "--kubeconfig", kc, "wait", "--for=condition=Established", "crd", "--all",
+                      "--timeout=60s"])
+        yield kc
+
+
+def kubectl_apply(kc: Path, doc: dict[str, object]) -> str:
+    proc = executor.run([build.ensure("kubectl"), "--kubeconfig", kc, "apply", "--validate=strict", "-f", "-"],
+                        input=yaml.safe_dump(doc), check=False)
+    return proc.stdout + proc.stderr
+
+
+def test_crds_are_structural_and_strict(kubeconfig: Path) -> None:
+    queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "strict"},
+             "spec": {"resources": {"gpu": {"quota": 1, "overQuotaWeight": 1, "limit": -1}}}}
+    assert "created" in kubectl_apply(kubeconfig, queue)
+    queue["spec"]["resources"]["gpu"]["quotta"] = 2  # type: ignore[index]
+    assert 'unknown field "spec.resources.gpu.quotta"' in kubectl_apply(kubeconfig, queue)
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_suite_fails_fast_naming_what_is_missing(kubeconfig: Path, name: str) -> None:
+    ctx = base.SuiteContext(kubeconfig=kubeconfig)
+    t0 = time.monotonic()
+    result = importlib.import_module(SUITES[name]).run(ctx)
+    assert time.monotonic() - t0 < 15
+    assert result.result == "failed"
+    pre, *rest = result.cases
+    assert pre.name == "preflight" and pre.result == "failed"
+    assert "Deployment kai-scheduler/kai-scheduler-default does not exist" in pre.reason
+    assert "Deployment kai-scheduler/binder does not exist" in pre.reason
+    assert "Config kai-config (kai.scheduler/v1) does not exist" in pre.reason
+    assert "0 allocatable nvidia.com/gpu" in pre.reason
+    assert rest and all(c.result == "skipped" and "preflight failed" in c.reason for c in rest)
+
+
+def test_workspace_queues_are_real_and_cleaned_up(kubeconfig: Path) -> None:
+    kube = kai_cluster.Kube(str(kubeconfig))
+    p = kai_cluster.Params()
+    res = base.CaseResult("ws", "passed")
+    with kai_cluster.workspace(kube, p, "t", res) as ws:
+        root = ws.queue(f"{ws.ns}-root", quota=4)
+        ws.queue(f"{ws.ns}-leaf", parent=root, quota=2, weight=2)
+        body = kai_cluster.pin(kai_cluster.pod(p, "frac", f"{ws.ns}-leaf", group="g", fraction=0.5), ["n1"])
+        ws.create(body)
+        (created,) = ws.pods(f"{kai_cluster.SUITE_LABEL}=g")
+        assert created.spec.scheduler_name == "kai-scheduler"
+        assert created.metadata.annotations["gpu-fraction"] == "0.5"
+        assert created.metadata.labels["kai.scheduler/queue"] == f"{ws.ns}-leaf"
+        names = {q["metadata"]["name"] for q in kube.custom.list_cluster_custom_object(
+            "scheduling.run.ai", "v2", "queues")["items"]}
+        assert {f"{ws.ns}-root", f"{ws.ns}-leaf"} <= names
+        ns = ws.ns
+    names = {q["metadata"]["name"] for q in kube.custom.list_cluster_custom_object(
+        "scheduling.run.ai", "v2", "queues")["items"]}
+    assert not {n for n in names if n.startswith(ns)}
+    assert "cleanup_problems" not in res.details
+    kube.close()
+
+
+def _kai_pod(kube: kai_cluster.Kube, name: str, app: str) -> None:
+    body = {"metadata": {"name": name, "labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+    kube.core.create_namespaced_pod("kai-scheduler", body)
+
+
+def _pod_status(kube: kai_cluster.Kube, name: str, *, ready: bool, restarts: int, waiting: str = "") -> None:
+    state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
+    status = {"phase": "Running", "containerStatuses": [{
+        "name": "c", "image": "registry.k8s.io/pause:3.10", "imageID": "", "ready": ready,
+        "restartCount": restarts, "state": state}]}
+    kube.core.patch_namespaced_pod_status(name, "kai-scheduler", {"status": status})
+
+
+def test_preflight_names_a_crashing_component_and_the_watchdog_fails_on_restart(kubeconfig: Path) -> None:
+    """KAI's status as the API reports it (pod statuses written here as a kubelet would): a
+    Deployment without ready pods is named with its pod's waiting reason, and a restart during
+    a wait fails the wait at once instead of letting it time out."""
+    kube = kai_cluster.Kube(str(kubeconfig))
+    p = kai_cluster.Params(wait_seconds=60)
+    kube.core.create_namespace({"metadata": {"name": "kai-scheduler"}})
+    kube.core.create_namespaced_service_account("kai-scheduler", {"metadata": {"name": "default"}})
+    labels = {"app": "binder"}
+    kube.apps.create_namespaced_deployment("kai-scheduler", {
+        "metadata": {"name": "binder"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}})
+    _kai_pod(kube, "binder-0", "binder")
+    _pod_status(kube, "binder-0", ready=False, restarts=4, waiting="CrashLoopBackOff")
+    kube.custom.create_cluster_custom_object("kai.scheduler", "v1", "configs", {
+        "apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"}, "spec": {}})
+    kube.custom.patch_cluster_custom_object_status("kai.scheduler", "v1", "configs", "kai-config", {"status": {
+        "conditions": [{"type": "Deployed", "status": "True", "reason": "Deployed", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
+                       {"type": "Available", "status": "False", "reason": "Unavailable", "message": "binder not ready",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}})
+    with pytest.raises(base.CaseFailed) as info:
+        kai_cluster.preflight(kube, p, ["binder"], min_gpus=0)
+    assert ("Config kai-config: Available=False (Unavailable: binder not ready); "
+            "DependenciesFulfilled not reported") in str(info.value)
+    assert ("KAI binder: Deployment kai-scheduler/binder has 0/1 ready replicas "
+            "(pod binder-0: CrashLoopBackOff, 4 restarts)") in str(info.value)
+
+    _pod_status(kube, "binder-0", ready=True, restarts=4)
+    dog = kai_cluster.Watchdog(kube, p, ["binder"])
+    dog.check()
+    _pod_status(kube, "binder-0", ready=True, restarts=5)
+    t0 = time.monotonic()
+    with pytest.raises(base.CaseFailed) as info:
+        kai_cluster.wait(dog, "something that never happens", lambda: None, timeout=60)
+    assert time.monotonic() - t0 < 10
+    assert "KAI pod kai-scheduler/binder-0 restarted during the case (4 -> 5 restarts)" in str(info.value)
+    kube.close()
