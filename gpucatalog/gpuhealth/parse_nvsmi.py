@@ -83,10 +83,17 @@ def _ecc_unc(gpu: ET.Element) -> int | None:
     vol = gpu.find("ecc_errors/volatile")
     if vol is None:
         return None
-    # driver >= 535 on Hopper: <dram_uncorrectable>, <sram_uncorrectable>; older: <double_bit><total>
-    parts = [_int(vol, "dram_uncorrectable"), _int(vol, "sram_uncorrectable"), _int(vol, "double_bit/total")]
+    # Hopper drivers: <dram_uncorrectable>, <sram_uncorrectable[_parity|_secded]>; older: <double_bit><total>
+    names = ("dram_uncorrectable", "sram_uncorrectable", "sram_uncorrectable_parity",
+             "sram_uncorrectable_secded", "double_bit/total")
+    parts = [_int(vol, n) for n in names]
     known = [p for p in parts if p is not None]
     return sum(known) if known else None
+
+
+def _index(gpu: ET.Element, position: int) -> int:
+    minor = _int(gpu, "minor_number")
+    return minor if minor is not None else position
 
 
 def parse(xml_text: str) -> SmiReading:
@@ -108,7 +115,7 @@ def parse(xml_text: str) -> SmiReading:
         rows = gpu.find("remapped_rows")
         gpus.append(
             GpuReading(
-                index=_int(gpu, "minor_number") if _int(gpu, "minor_number") is not None else idx,  # type: ignore[arg-type]
+                index=_index(gpu, idx),
                 product=_text(gpu, "product_name") or "unknown",
                 uuid=_text(gpu, "uuid") or "",
                 pci_bus_id=pci.normalize(bus),
