@@ -65,13 +65,11 @@ class Api:
     ) -> dict[str, Any]:
         url_path = path + ("?" + urllib.parse.urlencode(query) if query else "")
         headers = {"Accept": "application/json"}
-        data = None
         if body is not None:
             headers["Content-Type"] = content_type
-            data = json.dumps(body)
         try:
             params = self.client.param_serialize(
-                method=method, resource_path=url_path, header_params=headers, body=data,
+                method=method, resource_path=url_path, header_params=headers, body=body,
                 auth_settings=["BearerToken"],
             )
             resp = self.client.call_api(*params, _request_timeout=self.timeout)

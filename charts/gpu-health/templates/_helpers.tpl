@@ -62,7 +62,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $root := .Values.agent.hostRoot -}}
 {{- range $name, $hp := .Values.agent.hostPaths }}
 - name: host-{{ $name }}
-  mountPath: {{ printf "%s/%s" $root $hp.mountPath }}
+  mountPath: {{ printf "%s/%s" (trimSuffix "/" $root) $hp.mountPath }}
   readOnly: true
 {{- end }}
 {{- end -}}

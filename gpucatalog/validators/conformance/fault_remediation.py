@@ -61,7 +61,7 @@ class Rest:
         if body is not None:
             headers["Content-Type"] = content_type
         params = self.api.param_serialize(method=method, resource_path=url, header_params=headers,
-                                          body=None if body is None else json.dumps(body),
+                                          body=body,
                                           auth_settings=["BearerToken"])
         resp = self.api.call_api(*params, _request_timeout=30)
         raw = resp.read()  # type: ignore[no-untyped-call]
