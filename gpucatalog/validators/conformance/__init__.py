@@ -8,4 +8,5 @@ SUITES: dict[str, str] = {
     "fractional_gpu": "gpucatalog.validators.conformance.fractional_gpu",
     "quota_reclaim": "gpucatalog.validators.conformance.quota_reclaim",
     "gang": "gpucatalog.validators.conformance.gang",
+    "fault_remediation": "gpucatalog.validators.conformance.fault_remediation",
 }

@@ -1,0 +1,85 @@
+{{- define "gpu-health.name" -}}gpu-health{{- end -}}
+
+{{- define "gpu-health.labels" -}}
+app.kubernetes.io/name: gpu-health
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "gpu-health.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{- end -}}
+{{- end -}}
+
+{{/* Probe flags shared by the agent and the verification workload. */}}
+{{- define "gpu-health.probeArgs" -}}
+- {{ printf "--host-root=%s" .Values.agent.hostRoot | quote }}
+- {{ printf "--nvidia-smi=%s" .Values.agent.nvidiaSmi | quote }}
+{{- with .Values.agent.expect }}
+{{- if not (kindIs "invalid" .gpus) }}
+- --expect-gpus={{ .gpus }}
+{{- end }}
+{{- if not (kindIs "invalid" .pcieGen) }}
+- --expect-pcie-gen={{ .pcieGen }}
+{{- end }}
+{{- if not (kindIs "invalid" .pcieWidth) }}
+- --expect-pcie-width={{ .pcieWidth }}
+{{- end }}
+{{- if not (kindIs "invalid" .nvlinksPerGpu) }}
+- --expect-nvlinks={{ .nvlinksPerGpu }}
+{{- end }}
+{{- if not (kindIs "invalid" .ibRateGbps) }}
+- --expect-ib-rate={{ .ibRateGbps }}
+{{- end }}
+{{- if not (kindIs "invalid" .ibPorts) }}
+- --expect-ib-ports={{ .ibPorts }}
+{{- end }}
+{{- end }}
+{{- range $code, $action := .Values.agent.xidActions }}
+- --xid-action={{ $code }}={{ $action }}
+{{- end }}
+- --xid-default-action={{ .Values.agent.xidDefaultAction }}
+{{- range $reason, $action := .Values.agent.reasonActions }}
+- --reason-action={{ $reason }}={{ $action }}
+{{- end }}
+{{- end -}}
+
+{{- define "gpu-health.hostVolumes" -}}
+{{- range $name, $hp := .Values.agent.hostPaths }}
+- name: host-{{ $name }}
+  hostPath:
+    path: {{ $hp.path }}
+    type: {{ $hp.type }}
+{{- end }}
+{{- end -}}
+
+{{- define "gpu-health.hostMounts" -}}
+{{- $root := .Values.agent.hostRoot -}}
+{{- range $name, $hp := .Values.agent.hostPaths }}
+- name: host-{{ $name }}
+  mountPath: {{ printf "%s/%s" (trimSuffix "/" $root) $hp.mountPath }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "gpu-health.hostAccessAnnotations" -}}
+{{- range $name, $hp := .Values.agent.hostPaths }}
+gpu-health.gpu-catalog.io/host-access.{{ $name }}: {{ printf "%s (read-only): %s" $hp.path $hp.why | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "gpu-health.agentSecurityContext" -}}
+# root with CAP_SYSLOG only: reading /dev/kmsg needs it when kernel.dmesg_restrict=1
+runAsUser: 0
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities:
+  drop: [ALL]
+  add: [SYSLOG]
+{{- end -}}

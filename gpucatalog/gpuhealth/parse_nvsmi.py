@@ -1,0 +1,139 @@
+"""Pure parser for ``nvidia-smi -q -x`` (XML, ``nvsmi_device_v12.dtd`` and earlier).
+
+Extracts per GPU what the checks compare: product, UUID, PCI bus id, PCIe current/max link
+generation and width, row-remapping counters and flags, volatile uncorrectable ECC, and the
+driver's GPU recovery action. ``N/A`` and missing fields become ``None`` (older drivers, MIG).
+Truncated or non-XML output raises :class:`ProbeError`. Called by the nvidia-smi probe.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+from gpucatalog.gpuhealth import pci
+from gpucatalog.gpuhealth.errors import ProbeError
+
+PROBE = "nvidia-smi"
+MAX_BYTES = 32 * 1024 * 1024  # a real 8-GPU dump is ~100 KiB; refuse pathological input
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    index: int
+    product: str
+    uuid: str
+    pci_bus_id: str
+    pcie_gen_current: int | None
+    pcie_gen_max: int | None
+    pcie_width_current: int | None
+    pcie_width_max: int | None
+    remap_correctable: int | None
+    remap_uncorrectable: int | None
+    remap_pending: bool | None
+    remap_failure: bool | None
+    ecc_volatile_uncorrectable: int | None
+    recovery_action: str | None
+
+
+@dataclass(frozen=True)
+class SmiReading:
+    driver_version: str
+    attached_gpus: int
+    gpus: tuple[GpuReading, ...]
+
+
+def _text(el: ET.Element | None, path: str) -> str | None:
+    if el is None:
+        return None
+    found = el.find(path)
+    if found is None or found.text is None:
+        return None
+    value = found.text.strip()
+    return None if value in ("", "N/A", "[N/A]", "Unknown Error") else value
+
+
+def _int(el: ET.Element | None, path: str) -> int | None:
+    value = _text(el, path)
+    if value is None:
+        return None
+    # "16x" (link width), "64 bank(s)" — keep the leading integer
+    digits = ""
+    for ch in value:
+        if ch.isdigit():
+            digits += ch
+        else:
+            break
+    return int(digits) if digits else None
+
+
+def _bool(el: ET.Element | None, path: str) -> bool | None:
+    value = _text(el, path)
+    if value is None:
+        return None
+    low = value.lower()
+    if low in ("yes", "true", "1"):
+        return True
+    if low in ("no", "false", "0"):
+        return False
+    return None
+
+
+def _ecc_unc(gpu: ET.Element) -> int | None:
+    vol = gpu.find("ecc_errors/volatile")
+    if vol is None:
+        return None
+    # Hopper drivers: <dram_uncorrectable>, <sram_uncorrectable[_parity|_secded]>; older: <double_bit><total>
+    names = ("dram_uncorrectable", "sram_uncorrectable", "sram_uncorrectable_parity",
+             "sram_uncorrectable_secded", "double_bit/total")
+    parts = [_int(vol, n) for n in names]
+    known = [p for p in parts if p is not None]
+    return sum(known) if known else None
+
+
+def _index(gpu: ET.Element, position: int) -> int:
+    minor = _int(gpu, "minor_number")
+    return minor if minor is not None else position
+
+
+def parse(xml_text: str) -> SmiReading:
+    """Parse one ``nvidia-smi -q -x`` document; raise ``ProbeError`` naming what was wrong."""
+    if len(xml_text) > MAX_BYTES:
+        raise ProbeError(PROBE, f"output is {len(xml_text)} bytes, over the {MAX_BYTES} byte limit")
+    if not xml_text.strip():
+        raise ProbeError(PROBE, "empty output")
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError as exc:
+        raise ProbeError(PROBE, f"output is not valid XML ({exc}); first bytes: {xml_text[:80]!r}") from exc
+    if root.tag != "nvidia_smi_log":
+        raise ProbeError(PROBE, f"root element is <{root.tag}>, expected <nvidia_smi_log>")
+    gpus = []
+    for idx, gpu in enumerate(root.findall("gpu")):
+        bus = gpu.get("id") or _text(gpu, "pci/pci_bus_id") or ""
+        link = gpu.find("pci/pci_gpu_link_info")
+        rows = gpu.find("remapped_rows")
+        gpus.append(
+            GpuReading(
+                index=_index(gpu, idx),
+                product=_text(gpu, "product_name") or "unknown",
+                uuid=_text(gpu, "uuid") or "",
+                pci_bus_id=pci.normalize(bus),
+                pcie_gen_current=_int(link, "pcie_gen/current_link_gen"),
+                pcie_gen_max=_int(link, "pcie_gen/max_link_gen"),
+                pcie_width_current=_int(link, "link_widths/current_link_width"),
+                pcie_width_max=_int(link, "link_widths/max_link_width"),
+                remap_correctable=_int(rows, "remapped_row_corr"),
+                remap_uncorrectable=_int(rows, "remapped_row_unc"),
+                remap_pending=_bool(rows, "remapped_row_pending"),
+                remap_failure=_bool(rows, "remapped_row_failure"),
+                ecc_volatile_uncorrectable=_ecc_unc(gpu),
+                recovery_action=_text(gpu, "gpu_recovery_action"),
+            )
+        )
+    attached = _int(root, "attached_gpus")
+    return SmiReading(
+        driver_version=_text(root, "driver_version") or "unknown",
+        attached_gpus=attached if attached is not None else len(gpus),
+        gpus=tuple(gpus),
+    )

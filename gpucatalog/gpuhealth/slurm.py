@@ -1,0 +1,88 @@
+"""Slurm hook: drain a node's Slurm twin when gpu-health quarantines it, resume it after repair.
+
+The controller owns every drain whose reason starts with its prefix (default ``gpu-health:``)
+and only resumes such drains, never one an operator or another tool set. The Slurm issue's
+implementation plugs in here; :class:`ScontrolSlurm` is a small ``scontrol``-based one and
+:class:`NoSlurm` the default when the node runs no Slurm.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpucatalog.gpuhealth import hostexec
+from gpucatalog.gpuhealth.errors import PermanentError, TemporaryError
+
+DEFAULT_PREFIX = "gpu-health:"
+
+
+class SlurmHook(Protocol):
+    prefix: str
+
+    def drain(self, node: str, reason: str) -> None:
+        """Drain ``node`` with ``reason`` (which starts with ``prefix``)."""
+        ...
+
+    def resume(self, node: str) -> None:
+        """Resume ``node`` if and only if its drain reason starts with ``prefix``."""
+        ...
+
+    def state(self, node: str) -> tuple[str, str]:
+        """(Slurm state, reason) of ``node``; ("", "") when Slurm does not know it."""
+        ...
+
+
+@dataclass
+class NoSlurm:
+    prefix: str = DEFAULT_PREFIX
+
+    def drain(self, node: str, reason: str) -> None:
+        return None
+
+    def resume(self, node: str) -> None:
+        return None
+
+    def state(self, node: str) -> tuple[str, str]:
+        return "", ""
+
+
+_STATE = re.compile(r"\bState=(\S+)")
+_REASON = re.compile(r"\bReason=(.*?)(?:\s+\[[^\]]*\])?\s*$", re.M)
+
+
+@dataclass
+class ScontrolSlurm:
+    scontrol: Sequence[str] = ("scontrol",)
+    prefix: str = DEFAULT_PREFIX
+    timeout: float = 20.0
+
+    def _run(self, *args: str) -> str:
+        try:
+            res = hostexec.run([*self.scontrol, *args], timeout=self.timeout)
+        except hostexec.CommandError as exc:
+            raise TemporaryError(str(exc), delay=15) from exc
+        if res.returncode != 0:
+            msg = (res.stderr or res.stdout).strip()
+            if "Invalid node name" in msg:
+                raise PermanentError(f"Slurm does not know node: {msg}")
+            raise TemporaryError(f"scontrol {' '.join(args)}: {msg}", delay=15)
+        return res.stdout
+
+    def drain(self, node: str, reason: str) -> None:
+        if not reason.startswith(self.prefix):
+            reason = f"{self.prefix} {reason}"
+        self._run("update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
+
+    def state(self, node: str) -> tuple[str, str]:
+        out = self._run("show", "node", node)
+        st = _STATE.search(out)
+        rs = _REASON.search(out)
+        return (st.group(1) if st else ""), (rs.group(1).strip() if rs else "")
+
+    def resume(self, node: str) -> None:
+        state, reason = self.state(node)
+        if "DRAIN" in state.upper() and reason.startswith(self.prefix):
+            self._run("update", f"NodeName={node}", "State=RESUME")
