@@ -33,8 +33,6 @@ def gpu_health_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
     if not (keep and cluster.running()):
         cluster.up(8, "h100-80gb-x8", heartbeat_s=3.0)
     values = yaml.safe_load((CHART / "ci" / "sim-values.yaml").read_text())
-    for cmd in values["controller"]["actuator"]["commands"].values():
-        cmd[cmd.index("--sim-name") + 1] = name  # the hook clears faults of *this* sim cluster
     vfile = tmp_path_factory.mktemp("values") / "values.yaml"
     vfile.write_text(yaml.safe_dump(values))
     executor.run([str(ensure("helm")), "upgrade", "--install", "gpu-health", str(CHART), "-n", NAMESPACE,

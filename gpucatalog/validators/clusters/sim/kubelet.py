@@ -217,6 +217,8 @@ class Kubelet:
             "PYTHONPATH": self.cfg.python_path,
             "PYTHONUNBUFFERED": "1",
             "SIM_POD_IP": run.ip,
+            # Sim-only: which sim cluster this process belongs to (used by sim actuators).
+            "GPU_CATALOG_SIM_NAME": self.cfg.name,
             "SIM_POD_LOOPBACK_IP": egress.loopback_of(run.ip, self.cfg.slot),
         }
         if kubeconfig is not None:
