@@ -4,4 +4,6 @@ so the same suite runs on the sim cluster, kind, and a real GPU cluster.
 ``SUITES`` maps a suite name to the module that implements ``run(ctx) -> SuiteResult``.
 """
 
-SUITES: dict[str, str] = {}
+SUITES: dict[str, str] = {
+    "slurm": "gpucatalog.validators.conformance.slurm_suite",
+}

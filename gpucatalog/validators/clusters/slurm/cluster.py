@@ -61,6 +61,7 @@ class SlurmCluster:
     def stop(self) -> None:
         """Kill every process of this cluster (jobs included) and remove its state folder."""
         cleanup.remove(self.layout)
+        self.sup.reap()
 
     def slurm_version(self) -> str:
         out = executor.run(["slurmctld", "-V"], env=self.env).stdout.strip()

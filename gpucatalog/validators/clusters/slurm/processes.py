@@ -57,6 +57,15 @@ class Supervisor:
         tmp.write_text(json.dumps(rows, indent=1))
         os.replace(tmp, self.layout.pids)
 
+    def reap(self, timeout: float = 10.0) -> None:
+        """Collect the exit status of every started process (after cleanup killed them)."""
+        for d in self.daemons:
+            try:
+                d.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                d.proc.kill()
+                d.proc.wait()
+
     def dead(self) -> list[Daemon]:
         return [d for d in self.daemons if d.proc.poll() is not None]
 

@@ -103,11 +103,12 @@ def _is_slinky(doc: Mapping[str, Any], kind: str) -> bool:
     return str(doc.get("apiVersion", "")).startswith(SLINKY_GROUP + "/") and doc.get("kind") == kind
 
 
-def from_manifests(docs: Iterable[Mapping[str, Any]], *, accounting: bool = True) -> ClusterSpec:
+def from_manifests(docs: Iterable[Mapping[str, Any]], *, accounting: bool | None = None) -> ClusterSpec:
     """Build the spec from the rendered ``slurm`` chart (a list of Kubernetes objects).
 
     Exactly one ``Controller`` is expected; every ``NodeSet`` must carry ``Gres=gpu:<type>:N``
     in ``spec.extraConf`` (the static validator reports the same problems as findings first).
+    ``accounting`` defaults to whether the Controller references an Accounting CR.
     """
     docs = [d for d in docs if isinstance(d, Mapping)]
     controllers = [d for d in docs if _is_slinky(d, "Controller")]
@@ -132,5 +133,5 @@ def from_manifests(docs: Iterable[Mapping[str, Any]], *, accounting: bool = True
         cluster_name=str(cspec.get("clusterName") or ctrl["metadata"]["name"]),
         nodesets=tuple(nodesets),
         extra_conf=tuple(conf_lines(str(cspec.get("extraConf", "")))),
-        accounting=accounting,
+        accounting=bool(cspec.get("accountingRef")) if accounting is None else accounting,
     )
