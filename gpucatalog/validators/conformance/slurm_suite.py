@@ -335,4 +335,5 @@ def _manual_drain_kept(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None
         if not n.reason.startswith(reason):
             raise CaseFailed(f"{target.name}'s hand-drain reason was replaced by {n.reason!r}")
     finally:
-        slurm.resume(target.name)
+        # Undo our hand drain; check=False: the node may already be (wrongly) resumed.
+        slurm.run(["scontrol", "update", f"nodename={target.name}", "state=resume"], check=False)
