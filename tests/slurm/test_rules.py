@@ -112,3 +112,27 @@ def test_operator_rbac_is_least_privilege() -> None:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"]
     dep = next(d for d in docs if d["kind"] == "Deployment")
     assert "--namespaces=slurm" in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+@pytest.mark.parametrize("scenario", ["sim-values.yaml", "three-shapes-values.yaml"])
+def test_ci_scenarios_render_and_validate(scenario: str, tmp_path: Any) -> None:
+    import yaml
+
+    from .conftest import ROOT
+
+    values = yaml.safe_load((ROOT / "charts/slurm/ci" / scenario).read_text())
+    docs = render("slurm", values=values, tmp=tmp_path)
+    assert slurm_rules.check(docs, SHAPES) == []
+    assert slurm_rules.check_crs(crds(), docs) == []
+
+
+def test_operator_ci_scenario(tmp_path: Any) -> None:
+    import yaml
+
+    from .conftest import ROOT
+
+    values = yaml.safe_load((ROOT / "charts/slurm-operator/ci/namespaced-values.yaml").read_text())
+    docs = render("slurm-operator", values=values, tmp=tmp_path)
+    assert slurm_rules.check_operator(docs) == []
+    args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--propagated-node-conditions=GpuHealthy" in args
