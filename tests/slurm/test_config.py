@@ -72,3 +72,12 @@ def test_missing_controller_is_input_error() -> None:
     docs = [d for d in render("slurm") if d["kind"] != "Controller"]
     with pytest.raises(errors.InputError, match="Controller"):
         slurm.from_manifests(docs)
+
+
+def test_node_names_can_follow_the_sim_kubernetes_nodes(tmp_path: Path) -> None:
+    docs = render("slurm")
+    spec = slurm.from_manifests(docs, node_names={"h100": ["sim-gpu-0", "sim-gpu-1"]})
+    text = config.slurm_conf(spec, Layout(tmp_path), _ports(spec))
+    assert "NodeName=sim-gpu-1 " in text and "NodeName=h100-0 " not in text
+    with pytest.raises(errors.InputError, match="replicas"):
+        slurm.from_manifests(docs, node_names={"h100": ["only-one"]})

@@ -10,7 +10,7 @@ nothing is written by hand a second time. Called by :mod:`.cluster` and by the s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +31,13 @@ class NodeSetSpec:
     # Sim node size: enough cores that GPU jobs, not CPUs, are the scarce resource.
     cpus: int = 16
     memory_mb: int = 4096
+    # Explicit Slurm node names (e.g. the sim's Kubernetes node names, so gpu-health drains the
+    # Slurm node of the Kubernetes node it quarantines); default ``<name>-<i>`` as Slinky names pods.
+    names: tuple[str, ...] = ()
 
     def node_names(self) -> list[str]:
+        if self.names:
+            return list(self.names)
         return [f"{self.name}-{i}" for i in range(self.replicas)]
 
 
@@ -103,12 +108,18 @@ def _is_slinky(doc: Mapping[str, Any], kind: str) -> bool:
     return str(doc.get("apiVersion", "")).startswith(SLINKY_GROUP + "/") and doc.get("kind") == kind
 
 
-def from_manifests(docs: Iterable[Mapping[str, Any]], *, accounting: bool | None = None) -> ClusterSpec:
+def from_manifests(
+    docs: Iterable[Mapping[str, Any]],
+    *,
+    accounting: bool | None = None,
+    node_names: Mapping[str, Sequence[str]] | None = None,
+) -> ClusterSpec:
     """Build the spec from the rendered ``slurm`` chart (a list of Kubernetes objects).
 
     Exactly one ``Controller`` is expected; every ``NodeSet`` must carry ``Gres=gpu:<type>:N``
     in ``spec.extraConf`` (the static validator reports the same problems as findings first).
     ``accounting`` defaults to whether the Controller references an Accounting CR.
+    ``node_names`` optionally names each NodeSet's Slurm nodes (one name per replica).
     """
     docs = [d for d in docs if isinstance(d, Mapping)]
     controllers = [d for d in docs if _is_slinky(d, "Controller")]
@@ -126,7 +137,14 @@ def from_manifests(docs: Iterable[Mapping[str, Any]], *, accounting: bool | None
         if "Gres" not in kv:
             raise errors.InputError("NodeSet has no Gres= in extraConf", field=f"NodeSet/{name}.spec.extraConf", expected="Gres=gpu:<type>:<count>")
         gpu_type, gpus = parse_gres(kv["Gres"], f"NodeSet/{name}.spec.extraConf")
-        nodesets.append(NodeSetSpec(name=name, replicas=int(spec.get("replicas", 1)), gpu_type=gpu_type, gpus=gpus))
+        replicas = int(spec.get("replicas", 1))
+        names = tuple((node_names or {}).get(name, ()))
+        if names and len(names) != replicas:
+            raise errors.InputError(
+                f"{len(names)} node names given for NodeSet {name} with {replicas} replicas",
+                field=f"NodeSet/{name}.spec.replicas", expected=f"{replicas} names",
+            )
+        nodesets.append(NodeSetSpec(name=name, replicas=replicas, gpu_type=gpu_type, gpus=gpus, names=names))
     if not nodesets:
         raise errors.InputError("the rendered slurm chart has no NodeSet")
     return ClusterSpec(
