@@ -136,3 +136,9 @@ def test_operator_ci_scenario(tmp_path: Any) -> None:
     assert slurm_rules.check_operator(docs) == []
     args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--propagated-node-conditions=GpuHealthy" in args
+
+
+def test_suite_is_registered() -> None:
+    from gpucatalog.validators.conformance import SUITES, slurm_suite
+
+    assert SUITES["slurm"] == slurm_suite.__name__
