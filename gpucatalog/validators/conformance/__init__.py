@@ -9,4 +9,5 @@ SUITES: dict[str, str] = {
     "quota_reclaim": "gpucatalog.validators.conformance.quota_reclaim",
     "gang": "gpucatalog.validators.conformance.gang",
     "fault_remediation": "gpucatalog.validators.conformance.fault_remediation",
+    "slurm": "gpucatalog.validators.conformance.slurm_suite",
 }

@@ -1,0 +1,339 @@
+"""Conformance suite ``slurm``: GPU scheduling, preemption, quota and drain on a Slurm cluster.
+
+Talks to Slurm only through its CLI (``SLURM_CONF`` from ``ctx.endpoints["slurm_conf"]``), so the
+same suite runs against the local sim cluster and a Slinky cluster. Cases:
+
+- ``controller``: slurmctld answers, every node reports ``gpu`` gres.
+- ``gres-placement``: ``--gres=gpu:N`` jobs land only where GPUs are free (distinct GPU indexes
+  per node); one more than fits pends with reason ``Resources``.
+- ``gres-oversized``: a job asking for more GPUs than any node has is refused at submit or pends
+  with a reason that says it can never run.
+- ``preempt-requeue``: a high-tier partition job preempts a low-tier one, which is requeued
+  (``Restarts>=1``) and later completes.
+- ``gpu-quota``: an account with ``GrpTRES=gres/gpu=Q`` runs Q GPUs and pends the next job with
+  ``AssocGrpGRES`` while GPUs are free elsewhere (needs accounting).
+- ``drain-on-fault``: ``ctx.params["inject_fault"](node)`` makes gpu-health drain the Slurm node
+  with its reason prefix; the running job finishes, no new job lands there; after
+  ``ctx.params["clear_fault"](node)`` the node is resumed.
+- ``manual-drain-kept``: a node drained by hand with another reason stays drained through a
+  fault and its repair.
+
+Params (all optional): ``low_partition``, ``high_partition``, ``inject_fault``, ``clear_fault``,
+``drain_reason_prefix`` (default ``gpu-health:``, gpu-health's own), ``drain_timeout`` (s), ``requeue_timeout`` (s).
+If slurmctld dies, every remaining case fails at once with that cause.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gpucatalog.validators.conformance.base import (
+    CaseFailed,
+    CaseResult,
+    SuiteContext,
+    SuiteResult,
+    run_cases,
+    wait_for,
+)
+from gpucatalog.validators.conformance.slurm_cli import ControllerDown, Job, Node, Slurm
+
+NAME = "slurm"
+LONG = "sleep 600"
+# Runs until preempted once, then finishes: proves the requeued job really restarted.
+ONCE = 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then exit 0; fi; sleep 600'
+NEVER_RUNS = ("BadConstraints", "PartitionConfig", "ReqNodeNotAvail", "PartitionNodeLimit")
+
+
+def run(ctx: SuiteContext) -> SuiteResult:
+    slurm = Slurm(ctx.endpoints.get("slurm_conf"))
+    state: dict[str, Any] = {"down": None}
+
+    def guard(fn: Callable[[SuiteContext, CaseResult, Slurm], None]) -> Callable[[SuiteContext, CaseResult], None]:
+        def case(c: SuiteContext, res: CaseResult) -> None:
+            if state["down"] is not None:
+                raise ControllerDown(state["down"])
+            submitted: list[str] = []
+            res.details["jobs"] = submitted
+            try:
+                fn(c, res, slurm)
+            except ControllerDown as exc:
+                state["down"] = str(exc)
+                raise
+            finally:
+                if state["down"] is None:
+                    slurm.cancel(submitted)
+        return case
+
+    cases = [
+        ("controller", guard(_controller)),
+        ("gres-placement", guard(_gres_placement)),
+        ("gres-oversized", guard(_gres_oversized)),
+        ("preempt-requeue", guard(_preempt_requeue)),
+        ("gpu-quota", guard(_gpu_quota)),
+        ("drain-on-fault", guard(_drain_on_fault)),
+        ("manual-drain-kept", guard(_manual_drain_kept)),
+    ]
+    return run_cases(NAME, ctx, cases)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _t(ctx: SuiteContext, seconds: float) -> float:
+    return seconds * ctx.timeout_scale
+
+
+def _jobs(res: CaseResult) -> list[str]:
+    jobs: list[str] = res.details["jobs"]
+    return jobs
+
+
+def _wait_job(ctx: SuiteContext, slurm: Slurm, job_id: str, states: tuple[str, ...], timeout: float) -> Job:
+    def probe() -> Job | None:
+        j = slurm.job(job_id)
+        return j if j.state in states else None
+
+    try:
+        return wait_for(f"job {job_id} to be {'/'.join(states)}", probe, _t(ctx, timeout))
+    except CaseFailed:
+        slurm.raise_if_controller_down(f"waiting for job {job_id}")
+        j = slurm.job(job_id)
+        raise CaseFailed(f"job {job_id} is {j.state} (reason {j.reason}), expected {'/'.join(states)} within {timeout:.0f}s") from None
+
+
+def _partitions(ctx: SuiteContext, slurm: Slurm) -> tuple[str, str]:
+    tiers = slurm.partitions()
+    if not tiers:
+        raise CaseFailed("the cluster has no partitions")
+    low = str(ctx.params.get("low_partition") or min(tiers, key=lambda p: tiers[p]))
+    high = str(ctx.params.get("high_partition") or max(tiers, key=lambda p: tiers[p]))
+    return low, high
+
+
+def _gpu_nodes(slurm: Slurm, partition: str) -> list[Node]:
+    nodes = [n for n in slurm.nodes().values() if partition in n.partitions and n.gpus > 0 and not n.drained]
+    if not nodes:
+        raise CaseFailed(f"partition {partition} has no schedulable GPU node")
+    return sorted(nodes, key=lambda n: n.name)
+
+
+def _indexes(spec: str) -> set[int]:
+    """``gpu:h100:4(IDX:0-1,4-5)`` -> {0, 1, 4, 5}."""
+    if "IDX:" not in spec:
+        return set()
+    out: set[int] = set()
+    for part in spec.split("IDX:", 1)[1].rstrip(")").split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+# -- cases ------------------------------------------------------------------------------------
+
+
+def _controller(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+    slurm.raise_if_controller_down("first contact")
+    nodes = slurm.nodes()
+    res.details["nodes"] = {n.name: f"{n.state} gpu:{n.gpu_type}:{n.gpus}" for n in nodes.values()}
+    no_gpu = [n.name for n in nodes.values() if n.gpus == 0]
+    if not nodes or no_gpu:
+        raise CaseFailed(f"nodes without gpu gres: {no_gpu or 'no nodes at all'}")
+
+
+def _gres_placement(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+    low, _ = _partitions(ctx, slurm)
+    nodes = _gpu_nodes(slurm, low)
+    per_job = max(1, min(n.gpus for n in nodes) // 2)
+    fits = sum(n.gpus // per_job for n in nodes)
+    jobs = _jobs(res)
+    for _ in range(fits):
+        jobs.append(slurm.sbatch("-p", low, f"--gres=gpu:{per_job}", wrap=LONG))
+    running = [_wait_job(ctx, slurm, j, ("RUNNING",), 30) for j in jobs]
+    extra = slurm.sbatch("-p", low, f"--gres=gpu:{per_job}", wrap=LONG)
+    jobs.append(extra)
+    used: dict[str, set[int]] = {}
+    for j in running:
+        for node, spec in j.gres_idx.items():
+            idx = _indexes(spec)
+            if used.setdefault(node, set()) & idx:
+                raise CaseFailed(f"job {j.id} got GPUs {sorted(idx)} on {node}, already given to another job")
+            used[node] |= idx
+    capacity = {n.name: n.gpus for n in nodes}
+    over = {n: len(i) for n, i in used.items() if len(i) > capacity.get(n, 0)}
+    if over:
+        raise CaseFailed(f"more GPUs allocated than the node has: {over}")
+    res.details["placement"] = {n: sorted(i) for n, i in used.items()}
+    wait_for(f"job {extra} to pend with reason Resources", lambda: slurm.job(extra).reason == "Resources", _t(ctx, 15))
+    j = slurm.job(extra)
+    if j.state != "PENDING":
+        raise CaseFailed(f"job {extra} beyond the free GPUs is {j.state}, expected PENDING")
+
+
+def _gres_oversized(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+    low, _ = _partitions(ctx, slurm)
+    most = max(n.gpus for n in _gpu_nodes(slurm, low))
+    job_id, err = slurm.sbatch_try("-p", low, "-N", "1", f"--gres=gpu:{most + 1}", wrap="true")
+    if job_id is None:
+        res.details["refused"] = err
+        if "Requested node configuration is not available" not in err:
+            raise CaseFailed(f"sbatch refused gpu:{most + 1} for an unexpected reason: {err}")
+        return
+    _jobs(res).append(job_id)
+    time.sleep(2)
+    j = slurm.job(job_id)
+    res.details["pending_reason"] = j.reason
+    if j.state != "PENDING" or j.reason not in NEVER_RUNS:
+        raise CaseFailed(f"job asking gpu:{most + 1} (node max {most}) is {j.state} reason {j.reason}, expected PENDING with one of {NEVER_RUNS}")
+
+
+def _preempt_requeue(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+    low, high = _partitions(ctx, slurm)
+    tiers = slurm.partitions()
+    if tiers[low] >= tiers[high]:
+        raise CaseFailed(f"no two partitions with different PriorityTier (have {tiers})")
+    shared = [n for n in _gpu_nodes(slurm, low) if high in n.partitions]
+    if not shared:
+        raise CaseFailed(f"no GPU node is in both {low} and {high}")
+    node = shared[0]
+    jobs = _jobs(res)
+    victim = slurm.sbatch("-p", low, "-w", node.name, "--requeue", f"--gres=gpu:{node.gpus}", wrap=ONCE)
+    jobs.append(victim)
+    _wait_job(ctx, slurm, victim, ("RUNNING",), 30)
+    t0 = time.monotonic()
+    urgent = slurm.sbatch("-p", high, "-w", node.name, f"--gres=gpu:{node.gpus}", wrap="sleep 2")
+    jobs.append(urgent)
+    _wait_job(ctx, slurm, urgent, ("RUNNING", "COMPLETING", "COMPLETED"), 30)
+    res.details["preempt_start_s"] = round(time.monotonic() - t0, 2)
+    wait_for(f"job {victim} to be requeued", lambda: slurm.job(victim).restarts >= 1, _t(ctx, 30))
+    done = _wait_job(ctx, slurm, victim, ("COMPLETED",), float(ctx.params.get("requeue_timeout", 240)))
+    res.details["victim_restarts"] = done.restarts
+    res.details["requeue_complete_s"] = round(time.monotonic() - t0, 2)
+
+
+def _gpu_quota(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+    low, _ = _partitions(ctx, slurm)
+    nodes = _gpu_nodes(slurm, low)
+    if len(nodes) < 1:
+        raise CaseFailed("no GPU node")
+    quota = max(1, nodes[0].gpus // 2)
+    account = f"cq{os.getpid()}"
+    user = getpass.getuser()
+    try:
+        slurm.run(["sacctmgr", "-i", "add", "account", account, "Description=conformance GPU quota"])
+    except CaseFailed as exc:
+        raise CaseFailed(f"accounting is not available, a GPU quota cannot be enforced: {exc}") from None
+    try:
+        slurm.run(["sacctmgr", "-i", "add", "user", user, f"account={account}"])
+        slurm.run(["sacctmgr", "-i", "modify", "account", account, "set", f"GrpTRES=gres/gpu={quota}"])
+        jobs = _jobs(res)
+        # slurmdbd pushes the new association to slurmctld asynchronously: retry until accepted.
+        first = wait_for(
+            f"account {account} to be usable",
+            lambda: slurm.sbatch_try("-p", low, "-A", account, f"--gres=gpu:{quota}", wrap=LONG)[0],
+            _t(ctx, 20),
+        )
+        jobs.append(first)
+        _wait_job(ctx, slurm, first, ("RUNNING",), 30)
+        over = slurm.sbatch("-p", low, "-A", account, "--gres=gpu:1", wrap=LONG)
+        jobs.append(over)
+        control = slurm.sbatch("-p", low, "--gres=gpu:1", wrap=LONG)
+        jobs.append(control)
+        _wait_job(ctx, slurm, control, ("RUNNING",), 30)
+        wait_for(f"job {over} to pend on the account's GPU limit", lambda: slurm.job(over).reason == "AssocGrpGRES", _t(ctx, 15))
+        j = slurm.job(over)
+        res.details.update(quota=quota, over_reason=j.reason)
+        if j.state != "PENDING":
+            raise CaseFailed(f"job {over} over the account's gres/gpu={quota} is {j.state}")
+    finally:
+        slurm.cancel(_jobs(res))
+        _jobs(res).clear()
+        slurm.run(["sacctmgr", "-i", "delete", "user", user, f"account={account}"], check=False)
+        slurm.run(["sacctmgr", "-i", "delete", "account", account], check=False)
+
+
+def _fault_hooks(ctx: SuiteContext) -> tuple[Callable[[str], None], Callable[[str], None]] | None:
+    inject, clear = ctx.params.get("inject_fault"), ctx.params.get("clear_fault")
+    if callable(inject) and callable(clear):
+        return inject, clear
+    return None
+
+
+def _node(slurm: Slurm, name: str) -> Node:
+    return slurm.nodes()[name]
+
+
+def _drain_on_fault(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+    hooks = _fault_hooks(ctx)
+    if hooks is None:
+        res.result = "skipped"
+        res.reason = "no inject_fault/clear_fault in the suite params"
+        return
+    inject, clear = hooks
+    prefix = str(ctx.params.get("drain_reason_prefix", "gpu-health:"))
+    timeout = float(ctx.params.get("drain_timeout", 60))
+    low, _ = _partitions(ctx, slurm)
+    nodes = _gpu_nodes(slurm, low)
+    if len(nodes) < 2:
+        raise CaseFailed("drain-on-fault needs two GPU nodes (one to drain, one to take new jobs)")
+    target = nodes[0]
+    jobs = _jobs(res)
+    running = slurm.sbatch("-p", low, "-w", target.name, "--gres=gpu:1", wrap="sleep 8")
+    jobs.append(running)
+    _wait_job(ctx, slurm, running, ("RUNNING",), 30)
+    t0 = time.monotonic()
+    inject(target.name)
+    def drained_by_controller() -> Node | None:
+        n = _node(slurm, target.name)
+        return n if n.drained and n.reason.startswith(prefix) else None
+
+    drained = wait_for(f"{target.name} to be drained with a reason starting {prefix!r}", drained_by_controller, _t(ctx, timeout))
+    res.details["drain_latency_s"] = round(time.monotonic() - t0, 3)
+    res.details["reason"] = drained.reason
+    # New work avoids the node: whole-node jobs, one per node; none may start on the target.
+    for _ in nodes:
+        jobs.append(slurm.sbatch("-p", low, f"--gres=gpu:{target.gpus}", "-N", "1", wrap=LONG))
+    time.sleep(2)
+    for j in jobs[1:]:
+        if target.name in slurm.job(j).nodes.split(","):
+            raise CaseFailed(f"job {j} started on drained node {target.name}")
+    done = _wait_job(ctx, slurm, running, ("COMPLETED",), 60)
+    if done.restarts:
+        res.details["running_job"] = "requeued"
+    else:
+        res.details["running_job"] = "finished"
+    t1 = time.monotonic()
+    clear(target.name)
+    wait_for(f"{target.name} to be resumed after the fault cleared", lambda: not _node(slurm, target.name).drained, _t(ctx, timeout))
+    res.details["resume_latency_s"] = round(time.monotonic() - t1, 3)
+
+
+def _manual_drain_kept(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+    hooks = _fault_hooks(ctx)
+    if hooks is None:
+        res.result = "skipped"
+        res.reason = "no inject_fault/clear_fault in the suite params"
+        return
+    inject, clear = hooks
+    low, _ = _partitions(ctx, slurm)
+    nodes = _gpu_nodes(slurm, low)
+    target = nodes[-1]
+    reason = f"ops: hand drain by conformance {os.getpid()}"
+    slurm.drain(target.name, reason)
+    try:
+        inject(target.name)
+        time.sleep(float(ctx.params.get("observe_s", 3)))
+        clear(target.name)
+        time.sleep(float(ctx.params.get("observe_s", 3)))
+        n = _node(slurm, target.name)
+        res.details["reason_after"] = n.reason
+        if not n.drained:
+            raise CaseFailed(f"{target.name}, drained by hand ({reason!r}), was resumed by the controller")
+        if not n.reason.startswith(reason):
+            raise CaseFailed(f"{target.name}'s hand-drain reason was replaced by {n.reason!r}")
+    finally:
+        # Undo our hand drain; check=False: the node may already be (wrongly) resumed.
+        slurm.run(["scontrol", "update", f"nodename={target.name}", "state=resume"], check=False)

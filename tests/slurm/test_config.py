@@ -1,0 +1,83 @@
+"""slurm.conf / gres.conf are generated from the rendered slurm chart, not written twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpucatalog.catalog import errors
+from gpucatalog.validators.clusters import slurm
+from gpucatalog.validators.clusters.slurm import config
+from gpucatalog.validators.clusters.slurm.layout import Layout
+
+from .conftest import render
+
+TWO_SHAPES = (
+    'nodesets={"h100":{"enabled":true,"replicas":2,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":8}},'
+    '"a100":{"enabled":true,"replicas":3,"shape":"a100-80gb-x8","gpu":{"type":"a100","count":8}}}'
+)
+
+
+def _ports(spec: slurm.ClusterSpec) -> config.Ports:
+    nodes = [n for ns in spec.nodesets for n in ns.node_names()]
+    return config.Ports(slurmctld=7000, slurmdbd=7001, mysql=7002, slurmd={n: 7100 + i for i, n in enumerate(nodes)})
+
+
+def test_spec_follows_rendered_nodesets_and_partitions() -> None:
+    spec = slurm.from_manifests(render("slurm", TWO_SHAPES, 'partitions={"batch":{"nodesets":["h100","a100"],"priorityTier":1,"default":true},"urgent":{"nodesets":["h100"],"priorityTier":9},"priority":null}'))
+    assert {(ns.name, ns.replicas, ns.gpu_type, ns.gpus) for ns in spec.nodesets} == {("h100", 2, "h100", 8), ("a100", 3, "a100", 8)}
+    assert spec.accounting is True  # the default chart references an Accounting CR
+    tiers = {p.name: (p.priority_tier, p.nodes) for p in spec.partitions}
+    assert tiers == {"batch": (1, ("h100", "a100")), "urgent": (9, ("h100",))}
+
+
+def test_slurm_conf_carries_shipped_extra_conf_and_one_record_per_node(tmp_path: Path) -> None:
+    spec = slurm.from_manifests(render("slurm", TWO_SHAPES))
+    lay = Layout(tmp_path)
+    text = config.slurm_conf(spec, lay, _ports(spec))
+    lines = text.splitlines()
+    # Shipped settings appear verbatim, once.
+    for shipped in ("GresTypes=gpu", "PreemptType=preempt/partition_prio", "PreemptMode=REQUEUE", "AccountingStorageTRES=gres/gpu"):
+        assert lines.count(shipped) == 1
+    nodes = [ln for ln in lines if ln.startswith("NodeName=")]
+    assert len(nodes) == 5
+    assert "NodeName=a100-2 " in text and "Gres=gpu:a100:8" in text and "Port=7104" in text
+    assert "NodeSet=h100 Feature=h100" in lines
+    assert any(ln.startswith("PartitionName=batch Nodes=h100 ") for ln in lines)
+    assert f"StateSaveLocation={tmp_path}/state" in lines
+    assert "AccountingStoragePort=7001" in lines
+    gres = config.gres_conf(spec, lay)
+    assert f"NodeName=h100-0 Name=gpu Type=h100 File={tmp_path}/dev/nvidia[0-7]" in gres.splitlines()
+
+
+def test_sim_owned_keys_in_extra_conf_are_left_out_and_named() -> None:
+    base = slurm.from_manifests(render("slurm", TWO_SHAPES))
+    spec = slurm.ClusterSpec(base.cluster_name, base.nodesets, base.extra_conf + ("SlurmctldPort=6817", "ProctrackType=proctrack/cgroup"), base.accounting)
+    text = config.slurm_conf(spec, Layout(Path("/x")), _ports(spec))
+    assert "SlurmctldPort=6817" not in text and "ProctrackType=proctrack/cgroup" not in text
+    assert "left out: ProctrackType, SlurmctldPort" in text
+
+
+def test_nodeset_without_gres_is_input_error() -> None:
+    docs = render("slurm")
+    for d in docs:
+        if d["kind"] == "NodeSet":
+            d["spec"]["extraConf"] = "Features=x"
+    with pytest.raises(errors.InputError, match="Gres"):
+        slurm.from_manifests(docs)
+
+
+def test_missing_controller_is_input_error() -> None:
+    docs = [d for d in render("slurm") if d["kind"] != "Controller"]
+    with pytest.raises(errors.InputError, match="Controller"):
+        slurm.from_manifests(docs)
+
+
+def test_node_names_can_follow_the_sim_kubernetes_nodes(tmp_path: Path) -> None:
+    docs = render("slurm")
+    spec = slurm.from_manifests(docs, node_names={"h100": ["sim-gpu-0", "sim-gpu-1"]})
+    text = config.slurm_conf(spec, Layout(tmp_path), _ports(spec))
+    assert "NodeName=sim-gpu-1 " in text and "NodeName=h100-0 " not in text
+    with pytest.raises(errors.InputError, match="replicas"):
+        slurm.from_manifests(docs, node_names={"h100": ["only-one"]})
