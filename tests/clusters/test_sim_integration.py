@@ -154,7 +154,7 @@ def test_sim_kubelet_runs_pod_with_serviceaccount_rbac(sim_cluster: SimCluster, 
 
 def test_kill_api_server_status_reports_it_and_down_cleans_up(sim_cluster: SimCluster) -> None:
     # a second cluster next to the session one: two named clusters at once
-    c = SimCluster("killtest")
+    c = SimCluster(f"kill-{os.getpid()}")
     c.up(1, "cpu", restart="never", timeout=120)
     try:
         assert sim_cluster.running() and c.running()
@@ -185,17 +185,17 @@ def test_port_in_use_is_rejected_without_leftovers() -> None:
         port = s.getsockname()[1]
         assert ports.in_use(port)
         with pytest.raises(errors.ConflictError, match="already in use"):
-            SimCluster("porttest").up(1, "cpu", api_port=port)
-    assert not SimCluster("porttest").layout.root.exists()
+            SimCluster(f"port-{os.getpid()}").up(1, "cpu", api_port=port)
+    assert not SimCluster(f"port-{os.getpid()}").layout.root.exists()
 
 
 def test_ctrl_c_during_up_leaves_no_orphans() -> None:
     root = Path(__file__).resolve().parents[2]
     code = ("import sys; from gpucatalog.catalog import cli; cli.COMMAND_MODULES=('cluster',); "
             "sys.exit(cli.main(sys.argv[1:]))")
-    proc = subprocess.Popen([sys.executable, "-c", code, "cluster", "up", "--name", "ctrlc", "--nodes", "50"],
+    proc = subprocess.Popen([sys.executable, "-c", code, "cluster", "up", "--name", f"ctrlc-{os.getpid()}", "--nodes", "50"],
                             env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    c = SimCluster("ctrlc")
+    c = SimCluster(f"ctrlc-{os.getpid()}")
     wait("supervisor started", lambda: (c.layout.pids / "kube-apiserver.pid").exists(), timeout=60)
     recs = procs.read_all(c.layout.pids)
     proc.send_signal(signal.SIGINT)

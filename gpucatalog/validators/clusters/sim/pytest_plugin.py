@@ -9,8 +9,10 @@ root ``conftest.py``. Fixtures:
 ``k8s_client``       a ``kubernetes.client.ApiClient`` for it
 ``sim_namespace``    a fresh namespace per test (deleted afterwards), its name
 
-Environment: ``GPU_CATALOG_SIM_NAME`` (cluster name, default ``pytest``);
-``GPU_CATALOG_KEEP_CLUSTER=1`` reuses a running cluster of that name and leaves it running.
+Environment: ``GPU_CATALOG_SIM_NAME`` (cluster name; default ``pt-<pid>``, so concurrent test
+runs on one machine never share or stop each other's cluster; clusters of earlier ``pt-<pid>``
+runs whose process is gone are removed at start); ``GPU_CATALOG_KEEP_CLUSTER=1`` reuses a running
+cluster of that name and leaves it running.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.validators.clusters.sim.cluster import SimCluster
+from gpucatalog.validators.clusters.sim.cluster import SimCluster, list_clusters
 
 NODES = 8
 SHAPE = "h100-80gb-x8"
@@ -33,9 +35,18 @@ def _keep() -> bool:
     return os.environ.get("GPU_CATALOG_KEEP_CLUSTER", "") not in ("", "0")
 
 
+def _remove_abandoned() -> None:
+    """Clusters of earlier test runs that died without teardown (a killed pytest)."""
+    for name in list_clusters():
+        prefix, _, pid = name.partition("-")
+        if prefix == "pt" and pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            SimCluster(name).down()
+
+
 @pytest.fixture(scope="session")
 def sim_cluster() -> Iterator[SimCluster]:
-    cluster = SimCluster(os.environ.get("GPU_CATALOG_SIM_NAME", "pytest"))
+    _remove_abandoned()
+    cluster = SimCluster(os.environ.get("GPU_CATALOG_SIM_NAME", f"pt-{os.getpid()}"))
     if not (_keep() and cluster.running()):
         cluster.up(NODES, SHAPE, heartbeat_s=3.0)
     try:
