@@ -19,7 +19,7 @@ from typing import Any
 import pyhelm3
 import pyhelm3.errors
 
-from gpucatalog.catalog import errors, render
+from gpucatalog.catalog import errors, readiness, render
 from gpucatalog.toolchain import build
 
 Progress = Callable[[str], None]
@@ -50,7 +50,7 @@ def _wrap_rendered(comp: render.RenderedComponent, tmp: Path) -> Path:
 
 
 async def _install(
-    rb: render.RenderedBundle, kubeconfig: Path | None, timeout_s: int, say: Progress
+    rb: render.RenderedBundle, kubeconfig: Path | None, timeout_s: int, say: Progress, gates: bool
 ) -> list[Installed]:
     client = _client(kubeconfig)
     done: list[Installed] = []
@@ -76,15 +76,24 @@ async def _install(
                     f"install of {comp.name} (release {comp.release} in {comp.namespace}) failed: "
                     + (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)).strip()
                 ) from exc
+            if gates and comp.name in readiness.GATES:
+                say(f"waiting for {comp.name} to report ready")
+                readiness.wait(comp.name, comp.namespace, kubeconfig, timeout_s)
             done.append(Installed(comp.name, comp.release, comp.namespace, rev.revision, time.monotonic() - t0))
     return done
 
 
 def install(
-    rb: render.RenderedBundle, kubeconfig: Path | None, *, timeout_s: int = 300, progress: Progress | None = None
+    rb: render.RenderedBundle,
+    kubeconfig: Path | None,
+    *,
+    timeout_s: int = 300,
+    progress: Progress | None = None,
+    gates: bool = True,
 ) -> list[Installed]:
-    """Install (or upgrade: re-running is idempotent) every component in order."""
-    return asyncio.run(_install(rb, kubeconfig, timeout_s, progress or (lambda _m: None)))
+    """Install (or upgrade: re-running is idempotent) every component in order. With ``gates``,
+    a component with a readiness gate must report ready before the next one starts."""
+    return asyncio.run(_install(rb, kubeconfig, timeout_s, progress or (lambda _m: None), gates))
 
 
 async def _uninstall(rb: render.RenderedBundle, kubeconfig: Path | None, say: Progress) -> list[str]:

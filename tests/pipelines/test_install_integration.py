@@ -28,16 +28,22 @@ def test_install_is_gated_idempotent_and_reversible(
     assert main(["install", "gpu-scheduling@0.1.0", "--profile", "sim", "--kubeconfig", kc]) == 1
     assert "--allow-uncertified" in capsys.readouterr().err
 
-    args = ["install", "gpu-scheduling@0.1.0", "--allow-uncertified", "--profile", "sim", "--kubeconfig", kc]
+    # KAI's binaries cannot run on the sim (docs/kai.md): its readiness gate names what is missing.
+    gated = ["install", "gpu-scheduling@0.1.0", "--allow-uncertified", "--profile", "sim", "--kubeconfig", kc]
+    assert main([*gated, "--timeout", "5"]) == 1
+    err = capsys.readouterr().err
+    assert "kai-scheduler not ready after 5s" in err and "Config kai-config" in err
+
+    args = [*gated, "--no-readiness-gate"]
     assert main(args) == 0
     first = capsys.readouterr().out
-    assert "team-queues" in first and "revision 1" in first
+    assert "team-queues" in first and "kai-scheduler      release kai-scheduler in kai-scheduler, revision 2" in first
     assert {"research", "vision", "language", "production", "serving"} <= _queues(k8s_client)
     deps = client.AppsV1Api(k8s_client).list_namespaced_deployment("kai-scheduler").items
     assert [d.metadata.name for d in deps] == ["kai-operator"]
 
     assert main(args) == 0  # re-running upgrades in place: idempotent
-    assert "revision 2" in capsys.readouterr().out
+    assert "revision 3" in capsys.readouterr().out
 
     assert main(["uninstall", "gpu-scheduling@0.1.0", "--profile", "sim", "--kubeconfig", kc]) == 0
     assert "team-queues, kai-scheduler" in capsys.readouterr().out

@@ -27,6 +27,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--allow-uncertified", action="store_true", help="install a version that is not in the channel")
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--timeout", type=int, default=300, help="seconds to wait for each component (default 300)")
+    p.add_argument(
+        "--no-readiness-gate",
+        action="store_true",
+        help="do not wait for components' own ready status (e.g. KAI's Config conditions) beyond Helm's wait",
+    )
     p.set_defaults(func=cmd_install)
 
     p = common.add_subparser(
@@ -71,7 +76,13 @@ def cmd_install(args: argparse.Namespace) -> int:
         print("\n".join(install.plan_lines(rb)))
         return 0
     kubeconfig = _kubeconfig(args)
-    done = install.install(rb, kubeconfig, timeout_s=args.timeout, progress=lambda m: print(m, file=sys.stderr))
+    done = install.install(
+        rb,
+        kubeconfig,
+        timeout_s=args.timeout,
+        progress=lambda m: print(m, file=sys.stderr),
+        gates=not args.no_readiness_gate,
+    )
     for d in done:
         print(f"{d.component:18} release {d.release} in {d.namespace}, revision {d.revision} ({d.seconds:.1f}s)")
     print(f"installed {rb.ref} ({rb.digest})")
