@@ -360,7 +360,8 @@ def test_daemonset_pod_sees_its_own_node_folder_through_hostpath(sim_cluster: Si
 def test_node_agent_assigns_gpus_to_reservation_pods(sim_cluster: SimCluster, k8s_client: Any) -> None:
     core = client.CoreV1Api(k8s_client)
     ns = "kai-resource-reservation"
-    if not any(n.metadata.name == ns for n in core.list_namespace().items):
+    created = not any(n.metadata.name == ns for n in core.list_namespace().items)
+    if created:
         core.create_namespace({"metadata": {"name": ns}})
     for i in range(2):
         core.create_namespaced_pod(ns, {"metadata": {"name": f"gpu-reservation-{i}"}, "spec": {
@@ -379,3 +380,7 @@ def test_node_agent_assigns_gpus_to_reservation_pods(sim_cluster: SimCluster, k8
         assert set(uuids) <= {g["uuid"] for g in hw["gpus"]} and len(set(uuids)) == 2
     finally:
         core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+        if created:  # the KAI chart owns this namespace in later tests of the same cluster
+            core.delete_namespace(ns)
+            wait("namespace kai-resource-reservation deleted",
+                 lambda: not any(n.metadata.name == ns for n in core.list_namespace().items))

@@ -27,7 +27,7 @@ def gpu_health_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
     from gpucatalog.catalog import executor
     from gpucatalog.toolchain.build import ensure
 
-    name = os.environ.get("GPU_HEALTH_SIM_NAME", "gpuhealth")
+    name = os.environ.get("GPU_HEALTH_SIM_NAME", f"gh-{os.getpid()}")
     keep = os.environ.get("GPU_CATALOG_KEEP_CLUSTER", "") not in ("", "0")
     cluster = sim.SimCluster(name)
     if not (keep and cluster.running()):
