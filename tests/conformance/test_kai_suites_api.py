@@ -28,6 +28,10 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         executor.run([kubectl, "--kubeconfig", kc, "apply", "--server-side", "-f", CRDS])
         executor.run([kubectl, "--kubeconfig", kc, "wait", "--for=condition=Established", "crd", "--all",
                       "--timeout=60s"])
+        # The bundle's team queues and PriorityClasses, rendered by real helm, applied strictly.
+        rendered = executor.run([build.ensure("helm"), "template", "tq", CRDS.parents[1] / "team-queues",
+                                 "--kube-version", "1.36.3"]).stdout
+        executor.run([kubectl, "--kubeconfig", kc, "apply", "--validate=strict", "-f", "-"], input=rendered)
         yield kc
 
 
@@ -138,4 +142,67 @@ def test_preflight_names_a_crashing_component_and_the_watchdog_fails_on_restart(
         kai_cluster.wait(dog, "something that never happens", lambda: None, timeout=60)
     assert time.monotonic() - t0 < 10
     assert "KAI pod kai-scheduler/binder-0 restarted during the case (4 -> 5 restarts)" in str(info.value)
+    kube.close()
+
+
+def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
+    """Every API call the suites make, on real objects: GPU nodes and what is free on them,
+    explicit PodGroups, Jobs, BindRequest and PodGroup listings, and reading a fraction pod's
+    placement from its GPU-group label and the reservation pod's GPU report."""
+    from gpucatalog.validators.conformance import gang, quota_reclaim
+
+    kube = kai_cluster.Kube(str(kubeconfig))
+    p = kai_cluster.Params(wait_seconds=30)
+    kube.core.create_node({"metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.memory": "81920"}}})
+    kube.core.patch_node_status("gpu-1", {"status": {
+        "capacity": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "pods": "110"},
+        "allocatable": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "pods": "110"}}})
+    assert kai_cluster.gpu_capacity(kube) == {"gpu-1": 8}
+    assert kai_cluster.gpu_memory_mib(kube) == {"gpu-1": 81920}
+
+    ctx = base.SuiteContext(kubeconfig=kubeconfig)
+    g = gang._Suite(ctx)
+    r = quota_reclaim._Suite(ctx)
+    res = base.CaseResult("plumbing", "passed")
+    with kai_cluster.workspace(kube, p, "plumb", res) as ws:
+        q = ws.queue(f"{ws.ns}-q", quota=2)
+        g.gang(ws, q, "gpu-1", 2)
+        whole = ws.pods(f"{kai_cluster.SUITE_LABEL}=gang")
+        assert len(whole) == 2 and all(x.metadata.annotations["pod-group-name"] == "gang" for x in whole)
+        assert g.bind_requests(ws) == []
+        assert r.podgroup_reasons(ws) == []
+        # Bind one whole-GPU pod as a scheduler would; it now counts against the node.
+        kube.core.create_namespaced_binding(ws.ns, {"metadata": {"name": "gang-0"},
+                                                    "target": {"kind": "Node", "name": "gpu-1"}},
+                                         _preload_content=False)
+        assert kai_cluster.free_gpus(kube) == {"gpu-1": 7}
+        # A fraction pod in GPU group g1, and the reservation pod that reports the GPU's id.
+        ws.create(kai_cluster.pod(p, "frac", q, group="frac", fraction=0.25))
+        kube.core.patch_namespaced_pod("frac", ws.ns, {"metadata": {"labels": {"runai-gpu-group": "g1"}}})
+        kube.core.create_namespaced_binding(ws.ns, {"metadata": {"name": "frac"},
+                                                    "target": {"kind": "Node", "name": "gpu-1"}},
+                                         _preload_content=False)
+        if not kube.exists("rr ns", kube.core.read_namespace, p.reservation_namespace):
+            kube.core.create_namespace({"metadata": {"name": p.reservation_namespace}})
+            kube.core.create_namespaced_service_account(p.reservation_namespace, {"metadata": {"name": "default"}})
+        kube.core.create_namespaced_pod(p.reservation_namespace, {
+            "metadata": {"name": "gpu-reservation-1", "labels": {"runai-gpu-group": "g1"},
+                         "annotations": {"run.ai/reserve_for_gpu_index": "GPU-0000"}},
+            "spec": {"nodeName": "gpu-1", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                                          "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+        memory = kai_cluster.gpu_memory_mib(kube)
+        placed = {x.metadata.name: kai_cluster.placement(kube, p, x, memory)
+                  for x in ws.pods(kai_cluster.SUITE_LABEL) if kai_cluster.is_scheduled(x)}
+        assert placed["frac"].to_dict() == {"pod": "frac", "node": "gpu-1", "gpu": "g1/GPU-0000",
+                                            "fraction": 0.25, "gpus": None}
+        assert placed["gang-0"].gpus == 1
+        assert kai_cluster.free_gpus(kube) == {"gpu-1": 6}  # the reservation pod holds one device
+        # A Job body as job_with_batch_min_member builds it is accepted.
+        job = kube.batch.create_namespaced_job(ws.ns, gang.job_body(p, "j", q, "gpu-1", 2))
+        assert job.metadata.annotations["kai.scheduler/batch-min-member"] == "2"
+    assert "cleanup_problems" not in res.details, res.details
+    kube.core.delete_namespaced_pod("gpu-reservation-1", p.reservation_namespace, grace_period_seconds=0)
+    kube.core.delete_node("gpu-1")
+    g.kube.close()
+    r.kube.close()
     kube.close()

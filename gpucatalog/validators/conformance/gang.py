@@ -26,6 +26,18 @@ BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
 SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"
 
 
+def job_body(p: Params, name: str, queue: str, node: str, n: int) -> dict[str, Any]:
+    """A batch/v1 Job of ``n`` one-GPU pods on ``node`` that KAI must gang (batch-min-member)."""
+    template = kai_cluster.pin(kai_cluster.pod(p, "job", queue, group="job", gpus=1), [node])
+    template["metadata"].pop("name")
+    template["spec"]["restartPolicy"] = "Never"
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "annotations": {BATCH_MIN_MEMBER: str(n)},
+                         "labels": {p.queue_label_key: queue}},
+            "spec": {"parallelism": n, "completions": n, "backoffLimit": 0,
+                     "template": {"metadata": template["metadata"], "spec": template["spec"]}}}
+
+
 class _Suite:
     def __init__(self, ctx: base.SuiteContext) -> None:
         self.p = Params.from_ctx(ctx)
@@ -146,14 +158,7 @@ class _Suite:
         with kai_cluster.workspace(self.kube, self.p, "gang", res) as ws:
             root = ws.queue(f"{ws.ns}-root", quota=0)
             q = ws.queue(f"{ws.ns}-q", parent=root, quota=0)
-            template = kai_cluster.pin(kai_cluster.pod(self.p, "job", q, group="job", gpus=1), [node])
-            template["metadata"].pop("name")
-            template["spec"]["restartPolicy"] = "Never"
-            job = {"apiVersion": "batch/v1", "kind": "Job",
-                   "metadata": {"name": "gang-job", "annotations": {BATCH_MIN_MEMBER: str(n)},
-                                "labels": {self.p.queue_label_key: q}},
-                   "spec": {"parallelism": n, "completions": n, "backoffLimit": 0,
-                            "template": {"metadata": template["metadata"], "spec": template["spec"]}}}
+            job = job_body(self.p, "gang-job", q, node, n)
             self.kube.call("create Job gang-job", self.kube.batch.create_namespaced_job, ws.ns, job)
             self.all_scheduled(ws, "job", n, f"all {n} pods of the Job to be scheduled")
 

@@ -63,6 +63,7 @@ class Params:
     non_preemptible_class: str = "inference"
     wait_seconds: float = 120.0
     settle_seconds: float = 8.0
+    namespace_prefix: str = "conformance"
 
     @classmethod
     def from_ctx(cls, ctx: base.SuiteContext) -> Params:
@@ -70,7 +71,7 @@ class Params:
         p = cls(**known)
         scale = ctx.timeout_scale
         return cls(**{**p.__dict__, "wait_seconds": p.wait_seconds * scale,
-                      "settle_seconds": p.settle_seconds * scale})
+                      "settle_seconds": p.settle_seconds * scale, "namespace_prefix": ctx.namespace_prefix})
 
 
 class Kube:
@@ -382,7 +383,7 @@ class Workspace:
 @contextmanager
 def workspace(kube: Kube, p: Params, suite: str, res: base.CaseResult) -> Iterator[Workspace]:
     """A fresh namespace for one case; queues and pods are removed afterwards, pass or fail."""
-    ns = f"kai-{suite}-{secrets.token_hex(3)}"
+    ns = f"{p.namespace_prefix}-{suite}-{secrets.token_hex(3)}"
     kube.call(f"create namespace {ns}", kube.core.create_namespace,
               {"metadata": {"name": ns, "labels": {SUITE_LABEL: suite}}})
     ws = Workspace(kube, p, ns)
