@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors, install, model, readiness, render
+from gpucatalog.catalog import errors, install, model, render
 from gpucatalog.pipelines import cluster_facts, evidence, keys
 from gpucatalog.toolchain import build
 from gpucatalog.validators import bundle_checks
@@ -34,7 +34,6 @@ class Options:
     cluster_name: str = "certify"
     keep_cluster: bool = False
     install_timeout_s: int = 300
-    readiness_timeout_s: int = 60
 
 
 @dataclass
@@ -114,27 +113,6 @@ def _failed_step(name: str, reason: str, seconds: float) -> base.SuiteResult:
     return base.SuiteResult(name=name, cases=[case], seconds=seconds, started=time.time() - seconds)
 
 
-def _readiness(rb: render.RenderedBundle, kubeconfig: Path, timeout_s: int, say: Say) -> base.SuiteResult | None:
-    """One case per component that has a readiness gate (KAI's Config conditions …)."""
-    cases = []
-    t_suite = time.monotonic()
-    for c in rb.components:
-        if c.name not in readiness.GATES:
-            continue
-        say(f"waiting up to {timeout_s}s for {c.name} to report ready")
-        t0 = time.monotonic()
-        case = base.CaseResult(name=c.name, result="passed")
-        try:
-            readiness.wait(c.name, c.namespace, kubeconfig, timeout_s)
-        except errors.CheckFailed as exc:
-            case.result, case.reason = "failed", str(exc)
-        case.seconds = time.monotonic() - t0
-        cases.append(case)
-    if not cases:
-        return None
-    return base.SuiteResult(name="readiness", cases=cases, seconds=time.monotonic() - t_suite, started=time.time())
-
-
 def _signing_key(opts: Options, say: Say) -> Path:
     if opts.signing_key is not None:
         keys.load_private(opts.signing_key)  # permissions and format checked before any work
@@ -211,14 +189,13 @@ def _on_cluster(
             return results
         t1 = time.monotonic()
         try:
+            # No readiness gates here: each suite's preflight checks the components it needs (KAI's
+            # Config conditions …) and names what is missing, so one broken component fails only
+            # the suites that depend on it.
             install.install(rb, kubeconfig, timeout_s=opts.install_timeout_s, progress=say, gates=False)
         except errors.CatalogError as exc:
             results.append(_failed_step("install", str(exc), time.monotonic() - t1))
             return results
-        gated = _readiness(rb, kubeconfig, opts.readiness_timeout_s, say)
-        if gated is not None:
-            # Recorded, not fatal: the suites still run and name their own missing pieces.
-            results.append(gated)
         info["live"], info["simulated"] = cluster_facts.live_and_simulated(kubeconfig, prov)
         ctx = base.SuiteContext(
             kubeconfig=kubeconfig,
