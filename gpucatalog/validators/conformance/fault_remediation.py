@@ -133,6 +133,9 @@ class Env:
         return time.time()
 
     def ensure_healthy(self, node: str, timeout: float = 90) -> None:
+        """Wait for ``node`` to be healthy; the breaker is reset so that one case's quarantines
+        do not count against the next (only the breaker case tests the breaker)."""
+        self.reset_breaker()
         self.wait_node(node, "healthy, schedulable, no fault condition", lambda n: (
             state(n) == "healthy" and not cordoned(n)
             and condition(n, "GpuXidError").get("status") == "False"
@@ -228,8 +231,10 @@ def case_xid79_full_cycle(env: Env, res: CaseResult) -> None:
             and "XID 79" in condition(n, "GpuXidError").get("message", "")), 60)
         steps["condition"] = now_iso()
         msg = condition(k.node(node), "GpuXidError")["message"]
-        if "GPU 2" not in msg or "action=REBOOT" not in msg:
-            raise CaseFailed(f"condition message lacks GPU index or action: {msg[:200]}")
+        if "PCI 0000:" not in msg or "action=REBOOT" not in msg:
+            raise CaseFailed(f"condition message lacks the GPU's PCI address or the action: {msg[:200]}")
+        # the index is known when the agent saw the GPU before it fell off the bus
+        res.details["condition_names_gpu_index"] = "GPU 2 " in msg
         env.wait_node(node, "cordoned by gpu-health", lambda n: cordoned(n) and annots(n).get(CORDONED_BY) == "gpu-health", 30)
         steps["cordoned"] = now_iso()
         env.wait_node(node, "draining", lambda n: state(n) == "draining", 30)
@@ -288,8 +293,7 @@ def case_application_xid_event_only(env: Env, res: CaseResult) -> None:
         env.clear(node)
 
 
-def _repair_path(env: Env, res: CaseResult, kind: str, want_action: str) -> dict[str, Any]:
-    node = env.nodes[0]
+def _repair_path(env: Env, res: CaseResult, kind: str, want_action: str, node: str) -> dict[str, Any]:
     env.ensure_healthy(node)
     t0 = time.time()
     env.inject(node, kind, gpu=3)
@@ -300,7 +304,7 @@ def _repair_path(env: Env, res: CaseResult, kind: str, want_action: str) -> dict
 
 
 def case_pending_remap_gpu_reset(env: Env, res: CaseResult) -> None:
-    info = _repair_path(env, res, "row-remap-pending", "RESET_GPU")
+    info = _repair_path(env, res, "row-remap-pending", "RESET_GPU", env.nodes[1])
     node = info["node"]
     try:
         env.wait_node(node, "back in service", lambda n: state(n) == "healthy" and not cordoned(n), 120)
@@ -312,7 +316,7 @@ def case_pending_remap_gpu_reset(env: Env, res: CaseResult) -> None:
 
 
 def case_failed_remap_hardware_repair(env: Env, res: CaseResult) -> None:
-    info = _repair_path(env, res, "row-remap-failure", "HARDWARE_REPAIR")
+    info = _repair_path(env, res, "row-remap-failure", "HARDWARE_REPAIR", env.nodes[2])
     node = info["node"]
     try:
         env.wait_node(node, "state hardware-repair", lambda n: state(n) == "hardware-repair", 60)
