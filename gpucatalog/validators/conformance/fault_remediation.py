@@ -346,6 +346,10 @@ def case_ib_half_rate(env: Env, res: CaseResult) -> None:
             condition(n, "InfinibandDegraded").get("status") == "True"
             and condition(n, "InfinibandDegraded").get("reason") == "InfinibandRateDegraded"), 60)
         res.details["message"] = condition(env.kube.node(node), "InfinibandDegraded")["message"][:300]
+        # a degraded fabric port is acted on like any other fault (default action: reboot)
+        env.wait_node(node, "quarantined for the degraded port",
+                      lambda n: annots(n).get(CORDONED_BY) == "gpu-health", 30)
+        res.details["quarantined"] = True
     finally:
         env.clear(node)
         env.release(node)
