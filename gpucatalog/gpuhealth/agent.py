@@ -61,6 +61,7 @@ class Agent:
         self.cfg = cfg
         self.event_namespace = event_namespace
         self.reported: set[str] = set()
+        self.known_gpus: dict[str, tuple[int, str]] = {}  # PCI -> (index, UUID) seen so far
         self.log = logger or (lambda msg, **kv: None)
 
     def cycle(self, now: float | None = None) -> list[conditions.Condition]:
@@ -68,7 +69,7 @@ class Agent:
         node = self.api.get(f"/api/v1/nodes/{self.node}")
         labels = (node.get("metadata") or {}).get("labels") or {}
         cfg = dataclasses.replace(self.cfg, expect=expectations_from_labels(self.cfg.expect, labels))
-        obs = probes.observe(cfg)
+        obs = probes.observe(cfg, self.known_gpus)
         conds, events = conditions.build(obs)
         previous = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
         stamp = engine.iso(now)

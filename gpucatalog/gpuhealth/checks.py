@@ -35,16 +35,23 @@ def _gpu_subject(index: int | None, pci: str, uuid: str = "") -> str:
     return f"{who} ({extra})"
 
 
+def gpu_map(smi: parse_nvsmi.SmiReading | None) -> dict[str, tuple[int, str]]:
+    """PCI bus id -> (GPU index, UUID) from one nvidia-smi reading."""
+    return {g.pci_bus_id: (g.index, g.uuid) for g in smi.gpus} if smi else {}
+
+
 def check_xids(
-    events: Sequence[XidEvent], policy: XidPolicy, smi: parse_nvsmi.SmiReading | None = None
+    events: Sequence[XidEvent], policy: XidPolicy, gpus: Mapping[str, tuple[int, str]] | None = None
 ) -> list[Finding]:
-    by_pci = {g.pci_bus_id: g for g in smi.gpus} if smi else {}
+    """``gpus`` names the GPU of each XID; a GPU that fell off the bus is missing from the current
+    nvidia-smi output, so the agent passes what it saw in earlier cycles too."""
+    by_pci = gpus or {}
     out: list[Finding] = []
     for ev in events:
         info = policy.info(ev.xid)
         action = policy.action(ev.xid, ev.text)
         gpu = by_pci.get(ev.pci)
-        subject = _gpu_subject(gpu.index if gpu else None, ev.pci, gpu.uuid if gpu else "")
+        subject = _gpu_subject(gpu[0] if gpu else None, ev.pci, gpu[1] if gpu else "")
         if ev.gpu_instance is not None:
             subject += f" MIG GI {ev.gpu_instance}" + (
                 f" CI {ev.compute_instance}" if ev.compute_instance is not None else ""

@@ -142,19 +142,24 @@ def read_ib(sys_root: Path) -> list[checks.IbPort]:
     return ports
 
 
-def observe(cfg: ProbeConfig) -> Observation:
-    """Run every probe; a failing probe is recorded in ``probe_errors`` and the others still run."""
+def observe(cfg: ProbeConfig, known_gpus: dict[str, tuple[int, str]] | None = None) -> Observation:
+    """Run every probe; a failing probe is recorded in ``probe_errors`` and the others still run.
+
+    ``known_gpus`` (PCI -> (index, UUID)) is the caller's memory of earlier cycles; it is updated
+    in place, so an XID of a GPU that has since fallen off the bus still names that GPU.
+    """
     obs = Observation()
-    smi: parse_nvsmi.SmiReading | None = None
+    gpus = known_gpus if known_gpus is not None else {}
     try:
         smi = read_smi(cfg)
+        gpus.update(checks.gpu_map(smi))
         obs.findings += checks.check_smi(smi, cfg.expect, cfg.reason_actions)
     except ProbeError as exc:
         obs.probe_errors["nvidia-smi"] = exc.detail
     try:
         scan = parse_kmsg.parse(read_kmsg(cfg.kmsg_path))
-        uuids = {g.pci_bus_id: g.uuid for g in smi.gpus} if smi else {}
-        obs.findings += checks.check_xids(parse_kmsg.active_xids(scan, uuids), cfg.xid_policy, smi)
+        uuids = {pci: uuid for pci, (_, uuid) in gpus.items()}
+        obs.findings += checks.check_xids(parse_kmsg.active_xids(scan, uuids), cfg.xid_policy, gpus)
     except ProbeError as exc:
         obs.probe_errors["kmsg"] = exc.detail
     if cfg.expect.nvlinks_per_gpu is not None:

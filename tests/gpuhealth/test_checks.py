@@ -14,7 +14,7 @@ H200 = Expectations(gpu_count=8, pcie_gen=5, pcie_width=16, nvlinks_per_gpu=18, 
 def all_xid_findings() -> list[checks.Finding]:
     smi = parse_nvsmi.parse(fixture_text("nvsmi_h200x8_healthy.xml"))
     scan = parse_kmsg.parse(fixture_text("kmsg_mixed.txt"))
-    return checks.check_xids(parse_kmsg.active_xids(scan), XidPolicy(), smi)
+    return checks.check_xids(parse_kmsg.active_xids(scan), XidPolicy(), checks.gpu_map(smi))
 
 
 def xid_findings() -> dict[int, checks.Finding]:

@@ -38,11 +38,28 @@ def gpu_health_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
     executor.run([str(ensure("helm")), "upgrade", "--install", "gpu-health", str(CHART), "-n", NAMESPACE,
                   "--create-namespace", "-f", str(vfile), "--kubeconfig", str(cluster.kubeconfig()),
                   "--wait", "--timeout", "180s"], timeout=240)
+    _reset_nodes(cluster)
     try:
         yield cluster
     finally:
         if not keep:
             cluster.down()
+
+
+def _reset_nodes(cluster: Any) -> None:
+    """A kept cluster may hold earlier runs' faults and parked nodes: clear the faults, release
+    parked nodes and forget fault history, as a fresh cluster would start."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(cluster.api_client())
+    for node in core.list_node(label_selector="nvidia.com/gpu.present=true").items:
+        cluster.inject_fault(node.metadata.name, "clear")
+        ann = node.metadata.annotations or {}
+        patch: dict[str, Any] = {"gpu-health.gpu-catalog.io/fault-history": None}
+        if (node.metadata.labels or {}).get("gpu-health.gpu-catalog.io/state") in ("hardware-repair", "escalated"):
+            patch["gpu-health.gpu-catalog.io/resolved"] = "true"
+        if "gpu-health.gpu-catalog.io/fault-history" in ann or len(patch) > 1:
+            core.patch_node(node.metadata.name, {"metadata": {"annotations": patch}})
 
 
 def test_fault_remediation_suite_passes_on_sim(gpu_health_cluster: Any) -> None:

@@ -70,3 +70,15 @@ def test_read_kmsg_char_device_drains_without_blocking() -> None:
     from pathlib import Path
 
     assert probes.read_kmsg(Path("/dev/null")) == ""
+
+
+def test_gpu_fallen_off_the_bus_is_still_named_from_earlier_cycles(sim_node: SimNode) -> None:
+    known: dict[str, tuple[int, str]] = {}
+    assert probes.observe(cfg(sim_node), known).findings == []
+    xml = fixture_text("nvsmi_h200x8_healthy.xml")
+    start = xml.index('<gpu id="00000000:3A:00.0">')
+    sim_node.set_smi_xml(xml[:start] + xml[xml.index("</gpu>", start) + len("</gpu>"):])  # GPU 2 gone
+    sim_node.kmsg("NVRM: Xid (PCI:0000:3a:00): 79, pid=1, name=x, GPU has fallen off the bus.")
+    found = {f.reason: f for f in probes.observe(cfg(sim_node), known).findings}
+    assert found["Xid79"].subject == "GPU 2 (PCI 0000:3a:00, GPU-0e4f7a9c-2d3b-4a1e-8f6c-9b7d5e3c1a20)"
+    assert found["GpuMissing"].detail == "nvidia-smi lists 7 GPUs, the node shape expects 8"
