@@ -68,3 +68,12 @@ def test_kubernetes_version_outside_a_component_range_is_a_finding(
     rc = main(["--catalog-dir", str(repo_copy), "validate", "gpu-scheduling", "--profile", "sim", "--no-lint"])
     assert rc == 1
     assert "[kubernetes-range] team-queues" in capsys.readouterr().err
+
+
+def test_sim_profile_uses_the_charts_sim_scenarios() -> None:
+    """Drift check: the bundle's sim values are the charts' own tested sim scenarios."""
+    import yaml
+
+    bundle = yaml.safe_load((REPO / "catalog" / "bundles" / "gpu-scheduling" / "0.1.0.yaml").read_text())
+    sim = bundle["spec"]["profiles"]["sim"]["values"]
+    assert sim["gpu-health"] == yaml.safe_load((REPO / "charts" / "gpu-health" / "ci" / "sim-values.yaml").read_text())
