@@ -179,8 +179,8 @@ def _on_cluster(
             shape = str(rb.cluster.get("shape", "h100-80gb-x8"))
             nodes = int(rb.cluster.get("nodes", 4))
             say(f"starting {kind} cluster {opts.cluster_name!r}: {nodes} x {shape}")
+            kubeconfig = prov.up(nodes, shape)  # a failed up cleans up after itself
             started_cluster = True
-            kubeconfig = prov.up(nodes, shape)
         prov.wait_ready(120)
         info.update(cluster_facts.describe(kubeconfig, prov))
         problems = cluster_facts.preflight(kubeconfig, rb)

@@ -125,7 +125,8 @@ def remediation_timelines(suites: list[Mapping[str, Any]]) -> dict[str, Any] | N
     for s in suites:
         for c in s.get("cases", []):
             steps = c.get("details", {}).get("steps")
-            if steps:
+            # details are free-form: draw only well-formed [{state, t}] lists, never fail the report
+            if isinstance(steps, list) and steps and all(isinstance(x, dict) and "t" in x for x in steps):
                 label = f"{s['name']}/{c['name']}"
                 node = c.get("details", {}).get("node")
                 rows_in.append((label + (f" ({node})" if node else ""), sorted(steps, key=lambda st: float(st["t"]))))

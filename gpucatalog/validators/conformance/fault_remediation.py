@@ -13,6 +13,7 @@ implementation. Needs at least 4 GPU nodes.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import time
@@ -175,6 +176,18 @@ class Env:
         wait_for(f"{node}: back in service", back, self.t(timeout))
 
 
+def _as_steps(times: dict[str, str], t0: float) -> list[dict[str, Any]]:
+    """``{state: ISO time}`` as the report's ``[{state, t}]`` (seconds since the fault), in order."""
+    steps = []
+    for state_name, iso in times.items():
+        try:
+            at = datetime.datetime.fromisoformat(iso).timestamp()
+        except (TypeError, ValueError):
+            continue
+        steps.append({"state": state_name, "t": round(at - t0, 3)})
+    return sorted(steps, key=lambda st: float(st["t"]))
+
+
 def _timeline(n: dict[str, Any]) -> dict[str, str]:
     try:
         value = json.loads(annots(n).get(TIMELINE) or "{}")
@@ -263,7 +276,8 @@ def case_xid79_full_cycle(env: Env, res: CaseResult) -> None:
         repair = [e for e in env.events(node, "RepairStarted") if "REBOOT" in e.get("message", "")]
         if not repair:
             raise CaseFailed("no RepairStarted event for REBOOT")
-        res.details.update({"node": node, "steps": steps, "controller_timeline": tl,
+        res.details.update({"node": node, "checkpoints": steps, "controller_timeline": tl,
+                            "steps": _as_steps({**steps, **tl}, t0),
                             "fault_to_back_in_service_s": round(time.time() - t0, 2)})
     finally:
         k.call("DELETE", f"/api/v1/namespaces/{ns}", ok404=True)
