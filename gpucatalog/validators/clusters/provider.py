@@ -42,7 +42,7 @@ class ClusterProvider(Protocol):
 # provider kind -> "module:Class"; the class is built as Class(cluster_name).
 REGISTRY: dict[str, str] = {
     "sim": "gpucatalog.validators.clusters.sim.cluster:SimCluster",
-    "kind": "gpucatalog.validators.clusters.kind:KindCluster",
+    "kind": "gpucatalog.validators.clusters.kind.cluster:KindCluster",
     "kubeconfig": "gpucatalog.validators.clusters.kubeconfig:KubeconfigCluster",
 }
 

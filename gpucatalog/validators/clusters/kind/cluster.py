@@ -1,0 +1,232 @@
+"""``KindCluster``: the kind provider (``providers.get("kind", name)``, ``catalog certify --cluster kind``).
+
+Drives the pinned kind binary (toolchain group ``kind``) through the executor: ``up`` writes the
+multi-node config, runs ``kind create cluster`` with the kubeconfig written under
+``$GPU_CATALOG_CACHE/clusters/kind-<name>/`` (never ``~/.kube/config``), then gives the GPU
+workers their capacity (:mod:`.gpus`); any failure or Ctrl-C on the way deletes the cluster
+again. ``collect_logs`` is ``kind export logs`` plus kubectl dumps of nodes, pods and events;
+``down`` is ``kind delete cluster`` and does nothing when there is no cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpucatalog.catalog import errors, executor
+from gpucatalog.toolchain import build
+from gpucatalog.validators.clusters.kind import config, gpus
+from gpucatalog.validators.clusters.sim import shapes
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_msg: str) -> None:
+    return None
+
+
+def _last_line(text: str) -> str:
+    """The line of a tool's stderr that usually says what went wrong."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+class KindCluster:
+    """One named kind cluster (kind name ``gpucatalog-<name>``)."""
+
+    kind = "kind"
+
+    def __init__(self, name: str = "kind") -> None:
+        self.name = name
+        self.cluster = config.cluster_name(name)
+        self.state = build.cache_root() / "clusters" / f"kind-{name}"
+
+    # -- availability -----------------------------------------------------------------------------
+    def reason(self) -> str:
+        """Why this machine cannot run kind clusters; empty when it can."""
+        if shutil.which("docker") is None:
+            return "kind needs a Docker engine: no docker client on PATH"
+        try:
+            executor.run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=20)
+        except errors.ToolError as exc:
+            return f"kind needs a Docker engine: none is running (`docker info`: {_last_line(exc.stderr)})"
+        if build.cached("kind") is None and shutil.which("go") is None:
+            return "the pinned kind binary is not built and there is no Go toolchain to build it"
+        return ""
+
+    def available(self) -> bool:
+        return self.reason() == ""
+
+    # -- provider protocol --------------------------------------------------------------------
+    def up(self, nodes: int, shape: str, *, timeout: float = 600.0, progress: Progress | None = None) -> Path:
+        """Create the cluster (a control plane and ``nodes`` workers of ``shape``) with GPU capacity;
+        returns its kubeconfig. Nothing is left behind when it fails."""
+        say = progress or _quiet
+        node_shape = shapes.get(shape)
+        cfg_text = config.render(nodes, node_shape)  # validates the node count
+        why = self.reason()
+        if why:
+            raise errors.InputError(f"kind provider unavailable: {why}", field="--cluster")
+        kind_bin = build.ensure("kind", say)
+        if self.exists():
+            raise errors.ConflictError(f"kind cluster {self.cluster!r} already exists", field="--cluster-name",
+                                       expected="another name, or `kind delete cluster` / down() first")
+        gpu_plan = gpus.plan() if node_shape.gpu is not None else gpus.Plan("none", None, "CPU-only shape")
+        helm = build.ensure("helm", say) if gpu_plan.chart is not None else None
+        cfg = self.state / "kind-config.yaml"
+        kubeconfig = self.state / "kubeconfig"
+        try:
+            shutil.rmtree(self.state, ignore_errors=True)
+            self.state.mkdir(parents=True)
+            cfg.write_text(cfg_text)
+            say(f"kind create cluster {self.cluster}: 1 control plane + {nodes} x {shape}")
+            executor.run([kind_bin, "create", "cluster", "--name", self.cluster, "--config", cfg,
+                          "--kubeconfig", kubeconfig, "--wait", f"{int(timeout)}s"], timeout=timeout + 120)
+            say(f"GPU capacity: {gpu_plan.mode} ({gpu_plan.why})")
+            if gpu_plan.chart is not None and helm is not None:
+                gpus.install_fgo(helm, kubeconfig, gpu_plan.chart, node_shape, self.state)
+            elif node_shape.gpu is not None:
+                patched = gpus.patch_nodes(self._api(), node_shape)
+                if len(patched) != nodes:
+                    raise errors.ToolError(["kind", "patch-gpus"], 1, f"patched {len(patched)} of {nodes} workers")
+            self._write_state({"workers": nodes, "shape": shape, "gpuMode": gpu_plan.mode, "gpuWhy": gpu_plan.why,
+                               "image": config.NODE_IMAGE})
+        except BaseException:
+            # failed start or Ctrl-C: no half-created cluster, no stale state
+            try:
+                self._delete(kind_bin)
+            except errors.CatalogError as exc:
+                say(f"could not delete the half-created cluster {self.cluster}: {exc}")
+            raise
+        return kubeconfig
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Every node Ready and every GPU worker advertising the shape's ``nvidia.com/gpu``."""
+        st = self._read_state()
+        node_shape = shapes.get(str(st["shape"]))
+        want_nodes = 1 + int(st["workers"])
+        want_gpus = str(node_shape.gpu.count) if node_shape.gpu is not None else None
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                items = self._core().list_node(_request_timeout=10).items
+            except _api_errors() as exc:
+                last = f"API server not answering: {exc}"
+                time.sleep(2)
+                continue
+            ready = [n for n in items if _ready(n)]
+            workers = [n for n in items if (n.metadata.labels or {}).get(config.SHAPE_LABEL) == node_shape.name]
+            with_gpus = [n for n in workers if (n.status.allocatable or {}).get("nvidia.com/gpu") == want_gpus]
+            last = f"{len(ready)}/{want_nodes} nodes Ready"
+            if want_gpus is not None:
+                last += f", {len(with_gpus)}/{want_nodes - 1} workers with {want_gpus} nvidia.com/gpu"
+            if len(ready) == len(items) == want_nodes and (want_gpus is None or len(with_gpus) == want_nodes - 1):
+                return
+            time.sleep(2)
+        raise errors.ToolError(["kind", "wait-ready"], 124, f"kind cluster {self.cluster} not ready after {timeout:.0f}s: {last}")
+
+    def kubeconfig(self) -> Path:
+        path = self.state / "kubeconfig"
+        if not path.is_file():
+            raise errors.NotFoundError(f"no kind cluster named {self.name!r}", field="--cluster-name")
+        return path
+
+    def collect_logs(self, dest: Path) -> Path:
+        """``kind export logs`` (kubelet, containerd, pod logs of every node) and API dumps into ``dest``."""
+        why = self.reason()
+        if why:
+            raise errors.InputError(f"kind provider unavailable: {why}", field="--cluster")
+        kind_bin = build.ensure("kind")
+        if not self.exists():
+            raise errors.NotFoundError(f"no kind cluster named {self.name!r}", field="--cluster-name")
+        out = dest / f"kind-{self.name}-logs"
+        out.mkdir(parents=True, exist_ok=True)
+        executor.run([kind_bin, "export", "logs", out, "--name", self.cluster], timeout=300)
+        kubectl = build.ensure("kubectl")
+        for what, args in (("nodes.yaml", ["get", "nodes", "-o", "yaml"]),
+                           ("pods.txt", ["get", "pods", "-A", "-o", "wide"]),
+                           ("events.txt", ["get", "events", "-A", "--sort-by=.lastTimestamp"])):
+            try:
+                proc = executor.run([kubectl, "--kubeconfig", self.kubeconfig(), *args], timeout=60)
+                (out / what).write_text(proc.stdout)
+            except errors.CatalogError as exc:
+                # an unreachable API server is itself a finding; the node logs above still count
+                (out / what).write_text(f"could not read: {exc}\n")
+        if (self.state / "state.json").is_file():
+            shutil.copy2(self.state / "state.json", out / "state.json")
+        return out
+
+    def down(self) -> None:
+        """Delete the cluster and its state folder; nothing to do when neither exists."""
+        if self.reason():
+            # without a Docker engine no kind node can exist: only stale state is left to remove
+            shutil.rmtree(self.state, ignore_errors=True)
+            return
+        self._delete(build.ensure("kind"))
+
+    # -- evidence (read by pipelines.cluster_facts) ---------------------------------------------
+    def live_parts(self) -> list[str]:
+        st = self._read_state()
+        parts = [f"kind nodes ({st['image']}): real kubelet, containerd and control plane in Docker containers"]
+        if st["gpuMode"] == "fake-gpu-operator":
+            parts.append("fake-gpu-operator device plugin and status exporter (real pods)")
+        return parts
+
+    def simulated_parts(self) -> list[str]:
+        st = self._read_state()
+        if st["gpuMode"] == "fake-gpu-operator":
+            return ["GPU hardware: fake-gpu-operator devices (no GPU, no driver)"]
+        if st["gpuMode"] == "node-patch":
+            return [f"GPU hardware: nvidia.com/gpu capacity patched into node status ({st['gpuWhy']}); no device plugin"]
+        return []
+
+    # -- helpers --------------------------------------------------------------------------------
+    def exists(self) -> bool:
+        """True when kind lists the cluster (asks the Docker engine)."""
+        kind_bin = build.cached("kind")
+        if kind_bin is None:
+            return False
+        proc = executor.run([kind_bin, "get", "clusters"], timeout=60)
+        return self.cluster in proc.stdout.split()
+
+    def _delete(self, kind_bin: Path) -> None:
+        # `kind delete cluster` succeeds when there is no such cluster, so this is idempotent
+        executor.run([kind_bin, "delete", "cluster", "--name", self.cluster], timeout=300)
+        shutil.rmtree(self.state, ignore_errors=True)
+
+    def _write_state(self, st: dict[str, Any]) -> None:
+        (self.state / "state.json").write_text(json.dumps(st, indent=1) + "\n")
+
+    def _read_state(self) -> dict[str, Any]:
+        path = self.state / "state.json"
+        if not path.is_file():
+            raise errors.NotFoundError(f"no kind cluster named {self.name!r}", field="--cluster-name")
+        st: dict[str, Any] = json.loads(path.read_text())
+        return st
+
+    def _api(self) -> Any:
+        from kubernetes import config as kconfig
+
+        loader: Any = kconfig.new_client_from_config  # untyped in the kubernetes package
+        return loader(config_file=str(self.kubeconfig()))
+
+    def _core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self._api())
+
+
+def _ready(node: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def _api_errors() -> tuple[type[BaseException], ...]:
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    return (ApiException, HTTPError, OSError)
