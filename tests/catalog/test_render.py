@@ -127,3 +127,16 @@ def test_kustomize_overlay_is_applied_and_locked(mini_catalog: Path) -> None:
     alpha = next(c for c in rb.components if c.name == "alpha")
     assert alpha.objects[0]["metadata"]["labels"] == {"team": "ml"}
     assert rb.lock["components"][0]["kustomize"]["digest"].startswith("sha256:")
+
+
+def test_diff_shows_rendered_changes_between_versions(mini_catalog: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = mini_catalog / "bundles" / "mini" / "0.1.0.yaml"
+    (mini_catalog / "bundles" / "mini" / "0.2.0.yaml").write_text(
+        src.read_text().replace("version: 0.1.0}", "version: 0.2.0}").replace("{alpha: {replicas: 3}}", "{alpha: {replicas: 5}}")
+    )
+    assert main(["--catalog-dir", str(mini_catalog), "diff", "mini@0.1.0", "mini@0.2.0", "--profile", "sim"]) == 0
+    out = capsys.readouterr().out
+    assert "--- mini@0.1.0/alpha" in out and "-  replicas: 3" in out and "+  replicas: 5" in out
+    assert "mini@0.1.0/beta" not in out  # unchanged component: no hunk
+    assert main(["--catalog-dir", str(mini_catalog), "list", "--json"]) == 0
+    assert '"0.2.0"' in capsys.readouterr().out
