@@ -295,6 +295,12 @@ class Controller:
             except RemediationError as exc:
                 self.log("pass failed; will retry", error=exc)
             stop.wait(self.cfg.interval_s)
+        if leading and self.cfg.leader_election:
+            try:
+                self.elector.release()
+                self.log("lease released", identity=self.cfg.identity)
+            except RemediationError as exc:
+                self.log("lease not released; it will expire", error=exc)
 
 
 def verify_pod(template: dict[str, Any], node: str, namespace: str, since: str = "") -> dict[str, Any]:
