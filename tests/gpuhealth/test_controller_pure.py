@@ -58,3 +58,29 @@ def test_verify_pod_is_pinned_tagged_and_never_restarted() -> None:
     assert {"operator": "Exists"} in pod["spec"]["tolerations"]
     assert {"name": "NODE_NAME", "value": "gpu-0"} in pod["spec"]["containers"][0]["env"]
     assert "nodeName" not in template.get("spec", {})  # the template is not modified
+
+
+def test_dry_run_logs_the_plan_and_calls_no_api() -> None:
+    """The API client points at a closed port: any request would raise TemporaryError."""
+    import pytest
+    from kubernetes import client as k8s_client
+
+    from gpucatalog.gpuhealth import kube
+    from gpucatalog.gpuhealth.actuator import from_config
+    from gpucatalog.gpuhealth.breaker import Breaker
+    from gpucatalog.gpuhealth.errors import TemporaryError
+
+    api = kube.Api(k8s_client.ApiClient(k8s_client.Configuration(host="http://127.0.0.1:1")), timeout=1)
+    view = engine.NodeView("gpu-0", {}, {}, False, Action.REBOOT, fault_summary="XID 79")
+    plan = engine.decide(view, engine.Budget(Breaker(), 10), engine.Policy(), 1_800_000_000.0)
+    assert plan.unschedulable is True
+    raw = {"metadata": {"name": "gpu-0", "resourceVersion": "1"}}
+    lines: list[str] = []
+    dry = controller.Controller(api, controller.ControllerConfig("gpu-health", policy=engine.Policy(dry_run=True)),
+                                from_config(None), logger=lambda msg, **kv: lines.append(f"{msg} {kv}"))
+    dry.execute(plan, raw, 1_800_000_000.0)
+    assert lines and lines[0].startswith("DRY-RUN plan") and "unschedulable" in lines[0]
+    live = controller.Controller(api, controller.ControllerConfig("gpu-health"), from_config(None),
+                                 logger=lambda msg, **kv: None)
+    with pytest.raises(TemporaryError, match="unreachable"):
+        live.execute(plan, raw, 1_800_000_000.0)
