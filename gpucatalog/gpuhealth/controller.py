@@ -31,6 +31,7 @@ from gpucatalog.gpuhealth.xidpolicy import Action
 
 COMPONENT = "gpu-health-controller"
 VERIFY_PREFIX = "gpu-health-verify-"
+VERIFY_FOR = engine.PREFIX + "verify-for"
 
 
 @dataclass
@@ -135,16 +136,23 @@ class Controller:
             pods = [p for p in self.api.pods_on_node(view.name) if drainable(p, self.cfg.namespace)]
             return dataclasses.replace(view, pods_remaining=len(pods))
         if view.state == engine.VERIFYING:
-            return dataclasses.replace(view, verify=self.verify_status(view.name))
+            since = view.annotations.get(engine.A_VERIFY_STARTED, "")
+            return dataclasses.replace(view, verify=self.verify_status(view.name, since))
         return view
 
-    def verify_status(self, node: str) -> str | None:
+    def verify_status(self, node: str, since: str) -> str | None:
+        """Result of *this* verification; a pod left from an earlier one (same name, still
+        terminating) never counts, so a stale success cannot release a node."""
         if self.cfg.verify_mode == "conditions":
             return "passed"  # the engine still requires every fault condition to be False
         try:
             pod = self.api.get(f"/api/v1/namespaces/{self.cfg.namespace}/pods/{VERIFY_PREFIX}{node}")
         except kube.NotFound:
             return None
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (meta.get("annotations") or {}).get(VERIFY_FOR) != since:
+            self.api.delete_pod(self.cfg.namespace, VERIFY_PREFIX + node, grace=0)
+            return "running"  # recreated by the next pass once the old one is gone
         phase = (pod.get("status") or {}).get("phase")
         return {"Succeeded": "passed", "Failed": "failed"}.get(str(phase), "running")
 
@@ -241,6 +249,9 @@ class Controller:
                     self.api.evict(meta["namespace"], meta["name"])
             except kube.NotFound:
                 continue
+            except PermanentError as exc:  # e.g. 403 while the pod's namespace is being deleted
+                blocked += 1
+                self.log("eviction failed", node=node, pod=f"{meta['namespace']}/{meta['name']}", error=exc)
             except TemporaryError as exc:  # 429: a PodDisruptionBudget says not now
                 blocked += 1
                 self.log("eviction refused", node=node, pod=f"{meta['namespace']}/{meta['name']}", error=exc)
@@ -261,8 +272,10 @@ class Controller:
     def start_verify(self, node: str) -> None:
         if self.cfg.verify_mode != "pod":
             return
+        current = self.api.get(f"/api/v1/nodes/{node}")
+        since = ((current.get("metadata") or {}).get("annotations") or {}).get(engine.A_VERIFY_STARTED, "")
         cm = self.api.get(self._cm_path(self.cfg.verify_configmap))
-        pod = verify_pod(json.loads((cm.get("data") or {})["pod.json"]), node, self.cfg.namespace)
+        pod = verify_pod(json.loads((cm.get("data") or {})["pod.json"]), node, self.cfg.namespace, since)
         try:
             self.api.create(f"/api/v1/namespaces/{self.cfg.namespace}/pods", pod)
         except kube.Conflict:
@@ -282,15 +295,23 @@ class Controller:
             except RemediationError as exc:
                 self.log("pass failed; will retry", error=exc)
             stop.wait(self.cfg.interval_s)
+        if leading and self.cfg.leader_election:
+            try:
+                self.elector.release()
+                self.log("lease released", identity=self.cfg.identity)
+            except RemediationError as exc:
+                self.log("lease not released; it will expire", error=exc)
 
 
-def verify_pod(template: dict[str, Any], node: str, namespace: str) -> dict[str, Any]:
+def verify_pod(template: dict[str, Any], node: str, namespace: str, since: str = "") -> dict[str, Any]:
     """The verification workload: the chart's pod template pinned to ``node`` (bypassing the
-    scheduler, so the cordon does not keep it off), never restarted."""
+    scheduler, so the cordon does not keep it off), never restarted, tagged with the
+    verification it belongs to (``since`` = the node's verify-started annotation)."""
     pod = copy.deepcopy(template)
     meta = pod.setdefault("metadata", {})
     meta["name"] = VERIFY_PREFIX + node
     meta["namespace"] = namespace
+    meta.setdefault("annotations", {})[VERIFY_FOR] = since
     meta.setdefault("labels", {})["app.kubernetes.io/component"] = "verify"
     meta["labels"][engine.PREFIX + "verify-node"] = hashlib.sha1(node.encode()).hexdigest()[:10]  # noqa: S324
     spec = pod.setdefault("spec", {})

@@ -66,3 +66,19 @@ class Elector:
         except TemporaryError:
             return False
         return True
+
+    def release(self) -> None:
+        """Give the lease up on shutdown so another replica takes over at once instead of
+        waiting for it to expire (a drained controller pod must not stall remediation)."""
+        try:
+            lease = self.api.get(f"{self.path}/{self.name}")
+        except kube.NotFound:
+            return
+        spec = lease.get("spec") or {}
+        if spec.get("holderIdentity") != self.identity:
+            return
+        lease["spec"] = {**spec, "holderIdentity": None, "leaseDurationSeconds": 1}
+        try:
+            self.api.replace(f"{self.path}/{self.name}", lease)
+        except TemporaryError:
+            return
