@@ -34,6 +34,7 @@ class Options:
     cluster_name: str = "certify"
     keep_cluster: bool = False
     install_timeout_s: int = 300
+    ready_timeout_s: int = 120  # for the cluster's API server and nodes
 
 
 @dataclass
@@ -181,7 +182,7 @@ def _on_cluster(
             say(f"starting {kind} cluster {opts.cluster_name!r}: {nodes} x {shape}")
             kubeconfig = prov.up(nodes, shape)  # a failed up cleans up after itself
             started_cluster = True
-        prov.wait_ready(120)
+        prov.wait_ready(opts.ready_timeout_s)
         info.update(cluster_facts.describe(kubeconfig, prov))
         problems = cluster_facts.preflight(kubeconfig, rb)
         if problems:
