@@ -147,6 +147,7 @@ def _parse_bundle(doc: yamlfile.Document) -> model.Bundle:
             values=p.get("values", {}),
             kustomize=p.get("kustomize", {}),
             cluster=p.get("cluster", {}),
+            suite_params=p.get("suiteParams", {}),
         )
         for name, p in spec["profiles"].items()
     }

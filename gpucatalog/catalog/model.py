@@ -92,6 +92,8 @@ class Profile:
     values: dict[str, dict[str, Any]]
     kustomize: dict[str, dict[str, Any]]
     cluster: dict[str, Any]
+    # conformance suite name -> extra SuiteContext params on this target (timeouts, fault kind)
+    suite_params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ class RenderedBundle:
     components: list[RenderedComponent]
     suites: tuple[str, ...] = ()
     cluster: dict[str, Any] = field(default_factory=dict)
+    suite_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     out_dir: Path | None = None
 
     @property
@@ -193,6 +194,7 @@ def render_bundle(
         components=comps,
         suites=b.suites,
         cluster=plan.profile.cluster,
+        suite_params=plan.profile.suite_params,
     )
     if out_dir is not None:
         _write(rb, out_dir)

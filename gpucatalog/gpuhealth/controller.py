@@ -226,15 +226,17 @@ class Controller:
             if self.cfg.verify_mode == "pod":
                 self.api.delete_pod(self.cfg.namespace, VERIFY_PREFIX + node, grace=0)
         elif eff.kind == "slurm-drain":
-            self._slurm(lambda: self.slurm.drain(node, eff.reason), node)
+            if self._slurm(lambda: self.slurm.drain(node, eff.reason), node) is False:
+                self.log("slurm node already drained by someone else; reason left alone", node=node)
         elif eff.kind == "slurm-resume":
             self._slurm(lambda: self.slurm.resume(node), node)
 
-    def _slurm(self, call: Callable[[], None], node: str) -> None:
+    def _slurm(self, call: Callable[[], object], node: str) -> object:
         try:
-            call()
+            return call()
         except RemediationError as exc:
             self.log("slurm hook failed", node=node, error=exc)
+            return None
 
     def evict_all(self, node: str, force: bool = False) -> None:
         blocked = 0

@@ -22,8 +22,9 @@ DEFAULT_PREFIX = "gpu-health:"
 class SlurmHook(Protocol):
     prefix: str
 
-    def drain(self, node: str, reason: str) -> None:
-        """Drain ``node`` with ``reason`` (which starts with ``prefix``)."""
+    def drain(self, node: str, reason: str) -> bool:
+        """Drain ``node`` with ``reason`` (which starts with ``prefix``), leaving alone a node
+        someone else drained (a reason without ``prefix``); True when this call drained it."""
         ...
 
     def resume(self, node: str) -> None:
@@ -39,8 +40,8 @@ class SlurmHook(Protocol):
 class NoSlurm:
     prefix: str = DEFAULT_PREFIX
 
-    def drain(self, node: str, reason: str) -> None:
-        return None
+    def drain(self, node: str, reason: str) -> bool:
+        return False
 
     def resume(self, node: str) -> None:
         return None
@@ -71,10 +72,19 @@ class ScontrolSlurm:
             raise TemporaryError(f"scontrol {' '.join(args)}: {msg}", delay=15)
         return res.stdout
 
-    def drain(self, node: str, reason: str) -> None:
+    def drain(self, node: str, reason: str) -> bool:
+        """Drain ``node`` unless someone else already drained it; True when this call drained it.
+
+        A drain whose reason lacks our prefix belongs to an operator or another tool: replacing
+        its reason would make our later ``resume`` release a node a person wants kept out.
+        """
+        state, current = self.state(node)
+        if "DRAIN" in state.upper() and not current.startswith(self.prefix):
+            return False
         if not reason.startswith(self.prefix):
             reason = f"{self.prefix} {reason}"
         self._run("update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
+        return True
 
     def state(self, node: str) -> tuple[str, str]:
         out = self._run("show", "node", node)

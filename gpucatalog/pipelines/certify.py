@@ -114,6 +114,26 @@ def _failed_step(name: str, reason: str, seconds: float) -> base.SuiteResult:
     return base.SuiteResult(name=name, cases=[case], seconds=seconds, started=time.time() - seconds)
 
 
+def _add_node_groups(prov: Any, groups: list[Any], say: Say) -> None:
+    """The profile's ``cluster.extraNodes`` ([{nodes, shape}]): more nodes of other shapes."""
+    add = getattr(prov, "add_nodes", None)
+    for g in groups:
+        if not callable(add):
+            raise errors.InputError("this cluster provider cannot add node groups", field="cluster.extraNodes")
+        say(f"adding {g['nodes']} x {g['shape']}")
+        add(int(g["nodes"]), str(g["shape"]))
+
+
+def _start_services(prov: Any, rb: render.RenderedBundle, say: Say) -> list[str]:
+    start = getattr(prov, "start_services", None)
+    if not callable(start):
+        return []
+    started: list[str] = list(start([o for c in rb.components for o in c.objects]))
+    for line in started:
+        say(f"started {line}")
+    return started
+
+
 def _signing_key(opts: Options, say: Say) -> Path:
     if opts.signing_key is not None:
         keys.load_private(opts.signing_key)  # permissions and format checked before any work
@@ -182,6 +202,7 @@ def _on_cluster(
             say(f"starting {kind} cluster {opts.cluster_name!r}: {nodes} x {shape}")
             kubeconfig = prov.up(nodes, shape)  # a failed up cleans up after itself
             started_cluster = True
+            _add_node_groups(prov, rb.cluster.get("extraNodes") or [], say)
         prov.wait_ready(opts.ready_timeout_s)
         info.update(cluster_facts.describe(kubeconfig, prov))
         problems = cluster_facts.preflight(kubeconfig, rb)
@@ -189,6 +210,13 @@ def _on_cluster(
             results.append(_failed_step("preflight", "; ".join(problems), time.monotonic() - t0))
             return results
         t1 = time.monotonic()
+        try:
+            # Provider hook: host services the bundle calls for (the sim runs Slurm for Slinky CRs),
+            # before install so the bundle's pods start with them reachable.
+            info["services"] = _start_services(prov, rb, say)
+        except errors.CatalogError as exc:
+            results.append(_failed_step("services", str(exc), time.monotonic() - t1))
+            return results
         try:
             # No readiness gates here: each suite's preflight checks the components it needs (KAI's
             # Config conditions …) and names what is missing, so one broken component fails only
@@ -198,15 +226,18 @@ def _on_cluster(
             results.append(_failed_step("install", str(exc), time.monotonic() - t1))
             return results
         info["live"], info["simulated"] = cluster_facts.live_and_simulated(kubeconfig, prov)
-        ctx = base.SuiteContext(
-            kubeconfig=kubeconfig,
-            params={"inject_fault": getattr(prov, "inject_fault", None), "bundle_values": {c.name: c.values for c in rb.components}},
-            endpoints=cluster_facts.endpoints(prov),
-            log=say,
-        )
+        params = {
+            "inject_fault": getattr(prov, "inject_fault", None),
+            "clear_fault": getattr(prov, "clear_fault", None),
+            "bundle_values": {c.name: c.values for c in rb.components},
+        }
+        endpoints = cluster_facts.endpoints(prov)
         for name in suite_names:
             say(f"suite {name}")
             suite = importlib.import_module(SUITES[name])
+            # the profile's suiteParams tune a suite to this target (fault kind, timeouts)
+            ctx = base.SuiteContext(kubeconfig=kubeconfig, params={**params, **rb.suite_params.get(name, {})},
+                                    endpoints=dict(endpoints), log=say)
             results.append(suite.run(ctx))
         return results
     finally:

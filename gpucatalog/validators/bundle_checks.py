@@ -6,11 +6,14 @@ Called by ``catalog validate`` and by certification before anything touches a cl
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpucatalog.catalog import errors, render, versions
 from gpucatalog.validators import static
-from gpucatalog.validators.static import kai_rules, types
+from gpucatalog.validators.clusters.sim import shapes
+from gpucatalog.validators.static import kai_rules, slurm_rules, types
 
 
 def component_objects(rb: render.RenderedBundle) -> list[types.ComponentObjects]:
@@ -41,9 +44,41 @@ def check_rendered(rb: render.RenderedBundle, *, lint: bool = True) -> list[erro
                 )
             )
         findings += kai_rules.check_queues(c.objects, component=c.name)
+    findings += _slurm_findings(rb)
     if lint:
         for c in rb.components:
             chart = Path(c.chart_dir)
             if chart.is_dir():  # charts written here (mirrored archives were linted upstream)
                 findings += static.lint_chart(chart, [], kube_version=rb.kube_version, component=c.name)
     return findings
+
+
+def shape_gpus() -> dict[str, int]:
+    """GPU count per node shape of the shape catalogue (read-only; the sim provider owns it)."""
+    return {name: s.gpu.count for name, s in shapes.catalogue().items() if s.gpu is not None}
+
+
+def _is_slinky(obj: Mapping[str, Any], kind: str) -> bool:
+    return str(obj.get("apiVersion", "")).startswith(slurm_rules.SLINKY + "/") and obj.get("kind") == kind
+
+
+def _slurm_findings(rb: render.RenderedBundle) -> list[errors.Finding]:
+    """Slinky rules for the components that render a Slurm cluster or the Slinky operator.
+
+    A component rendering a Slinky ``Controller`` is a Slurm cluster (NodeSet gres vs node shape,
+    partitions, versions, CRs against the bundle's Slinky CRDs); one rendering Slinky CRDs is the
+    operator (its image line)."""
+    crds: list[Mapping[str, Any]] = [
+        o for c in rb.components for o in c.objects
+        if o.get("kind") == "CustomResourceDefinition"
+        and str((o.get("spec") or {}).get("group", "")) == slurm_rules.SLINKY
+    ]
+    out: list[errors.Finding] = []
+    for c in rb.components:
+        objs: Sequence[Mapping[str, Any]] = c.objects
+        if any(_is_slinky(o, "Controller") for o in objs):
+            out += slurm_rules.check(objs, shape_gpus(), component=c.name)
+            out += slurm_rules.check_crs(crds, objs, component=c.name)
+        if any(o in crds for o in objs):
+            out += slurm_rules.check_operator(objs, component=c.name)
+    return out

@@ -41,7 +41,7 @@ def test_suite_passes_on_live_cluster(live_cluster: slurm.SlurmCluster, tmp_path
         # The fault path of gpu-health, entered at its Slurm hook: the controller calls drain()
         # with its prefixed reason on a fault and resume() after verification.
         params.update(
-            inject_fault=lambda node: hook.drain(node, "XID 79 GPU fell off the bus (conformance)"),
+            inject_fault=lambda node, kind, **kw: hook.drain(node, f"{kind} {kw} (conformance)"),
             clear_fault=hook.resume,
             drain_reason_prefix=hook.prefix,
         )

@@ -12,14 +12,18 @@ same suite runs against the local sim cluster and a Slinky cluster. Cases:
   (``Restarts>=1``) and later completes.
 - ``gpu-quota``: an account with ``GrpTRES=gres/gpu=Q`` runs Q GPUs and pends the next job with
   ``AssocGrpGRES`` while GPUs are free elsewhere (needs accounting).
-- ``drain-on-fault``: ``ctx.params["inject_fault"](node)`` makes gpu-health drain the Slurm node
-  with its reason prefix; the running job finishes, no new job lands there; after
-  ``ctx.params["clear_fault"](node)`` the node is resumed.
-- ``manual-drain-kept``: a node drained by hand with another reason stays drained through a
-  fault and its repair.
+- ``drain-on-fault``: a GPU fault injected on a node (``inject_fault``) makes gpu-health drain
+  the Slurm node of the same name with its reason prefix; the running job finishes, no new job
+  lands there; after the fault is cleared (``clear_fault``) and verified the node is resumed.
+- ``manual-drain-kept``: a node drained by hand with another reason stays drained, reason
+  intact, through a fault and its repair (watched for ``observe_s`` after each).
 
-Params (all optional): ``low_partition``, ``high_partition``, ``inject_fault``, ``clear_fault``,
-``drain_reason_prefix`` (default ``gpu-health:``, gpu-health's own), ``drain_timeout`` (s), ``requeue_timeout`` (s).
+Params (all optional): ``low_partition``, ``high_partition``, ``inject_fault`` (the fault
+injector every suite shares: ``inject_fault(node, kind, **kw)``, e.g. the sim's), ``fault``
+(``{"kind": …, **kw}`` passed to it; default ``{"kind": "xid", "code": 48}``), ``clear_fault``
+(``clear_fault(node)``; default ``inject_fault(node, "clear")``), ``drain_reason_prefix``
+(default ``gpu-health:``, gpu-health's own), ``drain_timeout`` (s), ``requeue_timeout`` (s),
+``observe_s`` (s). Without ``inject_fault`` the two drain cases are skipped.
 If slurmctld dies, every remaining case fails at once with that cause.
 """
 
@@ -256,10 +260,23 @@ def _gpu_quota(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
 
 
 def _fault_hooks(ctx: SuiteContext) -> tuple[Callable[[str], None], Callable[[str], None]] | None:
+    """(inject one fault on a node, clear a node's faults) from the params, or None."""
     inject, clear = ctx.params.get("inject_fault"), ctx.params.get("clear_fault")
-    if callable(inject) and callable(clear):
-        return inject, clear
-    return None
+    if not callable(inject):
+        return None
+    fault = dict(ctx.params.get("fault") or {"kind": "xid", "code": 48})
+    kind = str(fault.pop("kind", "xid"))
+
+    def do_inject(node: str) -> None:
+        inject(node, kind, **fault)
+
+    def do_clear(node: str) -> None:
+        if callable(clear):
+            clear(node)
+        else:
+            inject(node, "clear")
+
+    return do_inject, do_clear
 
 
 def _node(slurm: Slurm, name: str) -> Node:
@@ -280,6 +297,7 @@ def _drain_on_fault(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
     if len(nodes) < 2:
         raise CaseFailed("drain-on-fault needs two GPU nodes (one to drain, one to take new jobs)")
     target = nodes[0]
+    res.details["node"] = target.name
     jobs = _jobs(res)
     running = slurm.sbatch("-p", low, "-w", target.name, "--gres=gpu:1", wrap="sleep 8")
     jobs.append(running)
@@ -321,6 +339,7 @@ def _manual_drain_kept(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None
     low, _ = _partitions(ctx, slurm)
     nodes = _gpu_nodes(slurm, low)
     target = nodes[-1]
+    res.details["node"] = target.name
     reason = f"ops: hand drain by conformance {os.getpid()}"
     slurm.drain(target.name, reason)
     try:

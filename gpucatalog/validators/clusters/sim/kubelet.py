@@ -223,6 +223,11 @@ class Kubelet:
         }
         if kubeconfig is not None:
             env["KUBECONFIG"] = str(kubeconfig)
+        if self.lay.slurm_conf.is_file():
+            # Sim-only: the cluster runs a Slurm cluster on the host (``SimCluster.start_services``);
+            # this is how a Slurm client in a pod (gpu-health's scontrol hook) finds it, as
+            # /etc/slurm/slurm.conf would on a Slurm node. The pod's own env still wins.
+            env["SLURM_CONF"] = str(self.lay.slurm_conf)
         gpu_bin = self.lay.node_dir(run.node) / "usr" / "bin"
         if (gpu_bin / "nvidia-smi").exists():  # what the NVIDIA container toolkit would inject
             env["PATH"] = f"{gpu_bin}:{env['PATH']}"

@@ -85,3 +85,13 @@ class Layout:
 
     def node_dir(self, node: str) -> Path:
         return self.nodes / node
+
+    @property
+    def slurm(self) -> Path:
+        """State folder of the cluster's Slurm cluster, when a bundle brought one (``start_services``)."""
+        return self.root / "slurm"
+
+    @property
+    def slurm_conf(self) -> Path:
+        """Its ``slurm.conf`` (the Slurm state layout's ``etc/slurm.conf``)."""
+        return self.slurm / "etc" / "slurm.conf"

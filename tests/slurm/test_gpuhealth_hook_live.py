@@ -1,0 +1,53 @@
+"""gpu-health's scontrol hook against a real slurmctld: it drains with its own prefix, never
+overwrites nor resumes a drain someone else set, and resumes only its own drains."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucatalog.catalog import executor
+from gpucatalog.gpuhealth.slurm import DEFAULT_PREFIX, ScontrolSlurm
+from gpucatalog.validators.clusters import slurm
+
+pytestmark = pytest.mark.slurm
+
+
+def _hook(cluster: slurm.SlurmCluster) -> ScontrolSlurm:
+    conf = cluster.endpoints()["slurm_conf"]
+    # `env` sets SLURM_CONF for scontrol alone, as the sim kubelet's environment does for the pod
+    return ScontrolSlurm(scontrol=("env", f"SLURM_CONF={conf}", "scontrol"), prefix=DEFAULT_PREFIX)
+
+
+def _scontrol(cluster: slurm.SlurmCluster, *args: str, check: bool = True) -> None:
+    executor.run(["scontrol", *args], env=cluster.env, check=check)
+
+
+def test_hand_drain_is_neither_overwritten_nor_resumed(live_cluster: slurm.SlurmCluster) -> None:
+    hook = _hook(live_cluster)
+    node = live_cluster.node_names()[-1]
+    _scontrol(live_cluster, "update", f"NodeName={node}", "State=DRAIN", "Reason=ops: bad fan, keep out")
+    try:
+        assert hook.drain(node, f"{DEFAULT_PREFIX} XID 48 on GPU 0") is False
+        state, reason = hook.state(node)
+        assert "DRAIN" in state and reason == "ops: bad fan, keep out"
+        hook.resume(node)
+        state, reason = hook.state(node)
+        assert "DRAIN" in state and reason == "ops: bad fan, keep out"
+    finally:
+        _scontrol(live_cluster, "update", f"NodeName={node}", "State=RESUME", check=False)
+
+
+def test_own_drain_is_set_refreshed_and_resumed(live_cluster: slurm.SlurmCluster) -> None:
+    hook = _hook(live_cluster)
+    node = live_cluster.node_names()[0]
+    try:
+        assert hook.drain(node, "XID 48 on GPU 0") is True  # prefix added when missing
+        state, reason = hook.state(node)
+        assert "DRAIN" in state and reason == f"{DEFAULT_PREFIX} XID 48 on GPU 0"
+        assert hook.drain(node, f"{DEFAULT_PREFIX} XID 79 on GPU 1") is True  # our own drain: updated
+        assert hook.state(node)[1] == f"{DEFAULT_PREFIX} XID 79 on GPU 1"
+        hook.resume(node)
+        state, _ = hook.state(node)
+        assert "DRAIN" not in state
+    finally:
+        _scontrol(live_cluster, "update", f"NodeName={node}", "State=RESUME", check=False)
