@@ -2,19 +2,24 @@
 help:
 	@grep -E '^## ' Makefile | sed 's/^## /  /'
 
-## setup: install gpu-catalog (editable) with dev tools, and build the pinned toolchain
+## setup: Debian packages (if missing), gpu-catalog with dev tools (editable), the pinned toolchain
 setup:
+	scripts/install-system-deps
 	python3 -m pip install -q -e '.[dev]'
 	catalog toolchain ensure
 
-## lint: ruff, mypy and the import layering contracts
+## lint: ruff, mypy (strict) and the import layering contracts
 lint:
 	ruff check .
 	mypy
 	lint-imports
 
-## test: lint, then every test (unit and integration)
-test: lint
+## test: setup, lint, then every test (unit and integration; needs root)
+test: setup lint
 	python3 -m pytest -q
 
-.PHONY: help setup lint test
+## unit: the fast tests only (no cluster, Slurm or registry)
+unit:
+	python3 -m pytest -q -m "not integration and not slurm and not registry and not kind"
+
+.PHONY: help setup lint test unit

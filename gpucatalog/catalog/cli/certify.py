@@ -60,13 +60,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(o: certify.Outcome) -> None:
-    console = Console()
+    # A pipe (CI log) has no width: use a wide one so reasons stay readable.
+    console = Console() if Console().is_terminal else Console(width=160)
     t = Table(title=f"{o.rendered.ref} on {o.cluster.get('provider')} ({o.rendered.profile})  {o.rendered.digest[:19]}…")
     for col in ("suite", "case", "result", "seconds", "reason"):
         t.add_column(col)
     for s in o.suites:
         for c in s.cases:
-            mark = "[green]✔ passed[/]" if c.result == "passed" else f"[red]✖ {c.result}[/]"
+            mark = {"passed": "[green]✔ passed[/]", "skipped": "[yellow]– skipped[/]"}.get(c.result, f"[red]✖ {c.result}[/]")
             t.add_row(s.name, c.name, mark, f"{c.seconds:.1f}", c.reason[:160])
     console.print(t)
     verdict = "PASSED" if o.passed else "FAILED"
