@@ -13,19 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from gpucatalog.catalog import errors
+from gpucatalog.catalog import errors, kubeapi
 
 KAI_CONDITIONS = ("Deployed", "Available", "DependenciesFulfilled")
 KAI_DEPLOYMENTS = ("kai-scheduler-default", "binder", "admission", "pod-grouper", "podgroup-controller", "queue-controller")
-
-
-def _api(kubeconfig: Path | None) -> Any:
-    loader: Any = config.new_client_from_config  # untyped in the kubernetes package
-    return loader(config_file=str(kubeconfig) if kubeconfig else None)
 
 
 def kai_problems(api: Any, namespace: str) -> list[str]:
@@ -63,7 +58,7 @@ def wait(component: str, namespace: str, kubeconfig: Path | None, timeout_s: flo
     gate = GATES.get(component)
     if gate is None:
         return
-    api = _api(kubeconfig)
+    api = kubeapi.client_for(kubeconfig)
     deadline = time.monotonic() + timeout_s
     while True:
         try:

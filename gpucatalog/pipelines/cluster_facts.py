@@ -7,15 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 
-from gpucatalog.catalog import render, versions
+from gpucatalog.catalog import kubeapi, render, versions
 
 
 def _api(kubeconfig: Path) -> Any:
     # Typed as Any: the client's generated models mark every field Optional.
-    loader: Any = config.new_client_from_config  # untyped in the kubernetes package
-    return loader(config_file=str(kubeconfig))
+    return kubeapi.client_for(kubeconfig)
 
 
 def _core(kubeconfig: Path) -> Any:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.catalog import errors, kubeapi
 
 
 class KubeconfigCluster:
@@ -24,12 +24,9 @@ class KubeconfigCluster:
         self.name = str(kubeconfig)
 
     def _core(self) -> Any:
-        from kubernetes import client, config
+        from kubernetes import client
 
-        loader: Any = config.new_client_from_config  # untyped in the kubernetes package
-        api = loader(config_file=str(self.path))
-        api.configuration.retries = 0
-        return client.CoreV1Api(api)
+        return client.CoreV1Api(kubeapi.client_for(self.path, retries=0))
 
     def reason(self) -> str:
         return f"kubeconfig {self.path} does not exist" if not self.path.is_file() else ""

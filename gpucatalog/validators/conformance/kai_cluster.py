@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gpucatalog.catalog import kubeapi
 from gpucatalog.validators.conformance import base, kai_math
 
 T = TypeVar("T")
@@ -80,7 +81,7 @@ class Kube:
     def __init__(self, kubeconfig: str) -> None:
         # Typed as Any: the client's generated models are loosely typed (Optional everywhere),
         # and the suites read them defensively anyway.
-        self.api: Any = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        self.api: Any = kubeapi.client_for(kubeconfig)
         self.core: Any = client.CoreV1Api(self.api)
         self.apps: Any = client.AppsV1Api(self.api)
         self.batch: Any = client.BatchV1Api(self.api)

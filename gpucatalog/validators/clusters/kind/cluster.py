@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors, executor
+from gpucatalog.catalog import errors, executor, kubeapi
 from gpucatalog.toolchain import build
 from gpucatalog.validators.clusters.kind import config, gpus
 from gpucatalog.validators.clusters.sim import shapes
@@ -210,10 +210,7 @@ class KindCluster:
         return st
 
     def _api(self) -> Any:
-        from kubernetes import config as kconfig
-
-        loader: Any = kconfig.new_client_from_config  # untyped in the kubernetes package
-        return loader(config_file=str(self.kubeconfig()))
+        return kubeapi.client_for(self.kubeconfig())
 
     def _core(self) -> Any:
         from kubernetes import client

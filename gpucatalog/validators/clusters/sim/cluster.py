@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import gpucatalog
-from gpucatalog.catalog import errors, executor
+from gpucatalog.catalog import errors, executor, kubeapi
 from gpucatalog.toolchain import build
 from gpucatalog.validators.clusters.sim import egress, faults, nodefs, nodes, ports, procs, shapes, stages
 from gpucatalog.validators.clusters.sim import pki as pki_mod
@@ -215,12 +215,7 @@ class SimCluster:
             return None
 
     def api_client(self) -> Any:
-        from kubernetes import config
-
-        loader: Any = config.new_client_from_config  # untyped in the kubernetes package
-        client = loader(str(self.kubeconfig()))
-        client.configuration.retries = 0
-        return client
+        return kubeapi.client_for(self.kubeconfig(), retries=0)
 
     def core(self) -> Any:
         from kubernetes import client

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.catalog import errors, kubeapi
 from gpucatalog.validators.clusters.sim import egress, images, nodefs, procs
 from gpucatalog.validators.clusters.sim import pki as pki_mod
 from gpucatalog.validators.clusters.sim.config import ClusterConfig
@@ -94,12 +94,11 @@ def is_sim_pod(pod: Any) -> bool:
 
 class Kubelet:
     def __init__(self, lay: Layout, cfg: ClusterConfig) -> None:
-        from kubernetes import client, config
+        from kubernetes import client
 
         self.lay = lay
         self.cfg = cfg
-        loader: Any = config.new_client_from_config  # untyped in the kubernetes package
-        self.api: Any = loader(str(lay.component_kubeconfig("sim-kubelet")))
+        self.api: Any = kubeapi.client_for(lay.component_kubeconfig("sim-kubelet"))
         self.core: Any = client.CoreV1Api(self.api)
         self.client = client
         self.pods: dict[str, PodRun] = {}

@@ -86,16 +86,16 @@ def annotate_reservations(core: Any, nodes_dir: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     import urllib3
-    from kubernetes import client, config  # imported here: the nvidia-smi writer needs no client
+    from kubernetes import client  # imported here: the nvidia-smi writer needs no client
 
+    from gpucatalog.catalog import kubeapi
     from gpucatalog.validators.clusters.sim.layout import Layout
 
     ap = argparse.ArgumentParser(prog="sim-node-agent")
     ap.add_argument("--state", required=True, type=Path)
     args = ap.parse_args(argv)
     lay = Layout(args.state)
-    loader: Any = config.new_client_from_config  # untyped in the kubernetes package
-    core: Any = client.CoreV1Api(loader(str(lay.component_kubeconfig("sim-kubelet"))))
+    core: Any = client.CoreV1Api(kubeapi.client_for(lay.component_kubeconfig("sim-kubelet")))
     print(f"sim node agent up (pid {os.getpid()})", flush=True)
     while True:
         try:

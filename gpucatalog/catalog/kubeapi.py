@@ -1,0 +1,26 @@
+"""Build a Kubernetes API client from a kubeconfig file.
+
+The ``kubernetes`` package's loader is untyped, so its ``Any`` lives here once. Used by install's
+readiness gates, certification, the cluster providers and the suites (``gpuhealth`` has its own:
+it ships as a separate image and imports nothing of the catalog).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kubernetes import config
+
+
+def client_for(kubeconfig: str | os.PathLike[str] | None, *, retries: int | None = None) -> Any:
+    """An ``ApiClient`` for ``kubeconfig`` (``None``: $KUBECONFIG or ~/.kube/config).
+
+    ``retries=0`` makes an unreachable server fail at once instead of after urllib3's retries.
+    """
+    loader: Any = config.new_client_from_config  # untyped in the kubernetes package
+    api = loader(config_file=str(Path(kubeconfig)) if kubeconfig is not None else None)
+    if retries is not None:
+        api.configuration.retries = retries
+    return api
