@@ -158,7 +158,14 @@ def run(cat: model.Catalog, opts: Options, say: Say) -> Outcome:
     results.append(_static_suite(findings, time.monotonic() - t0))
     cluster_info: dict[str, Any] = {"provider": kind, "profile": profile}
     if not findings:
-        results += _on_cluster(rb, kind, kubeconfig_path, suite_names, opts, cluster_info, say)
+        t1 = time.monotonic()
+        try:
+            results += _on_cluster(rb, kind, kubeconfig_path, suite_names, opts, cluster_info, say)
+        except errors.InputError:
+            raise  # bad input (an unreachable kubeconfig, kind without Docker …): exit 2, no evidence
+        except errors.CatalogError as exc:
+            # A cluster or tool failure is a failed certification: it still gets signed evidence.
+            results.append(_failed_step("cluster", str(exc), time.monotonic() - t1))
     outcome = Outcome(rendered=rb, suites=results, cluster=cluster_info, started=started, finished=time.time())
     if opts.evidence_dir is not None and key_path is not None:
         outcome.paths = evidence.write_evidence(
