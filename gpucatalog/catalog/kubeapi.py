@@ -11,14 +11,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kubernetes import config
-
 
 def client_for(kubeconfig: str | os.PathLike[str] | None, *, retries: int | None = None) -> Any:
     """An ``ApiClient`` for ``kubeconfig`` (``None``: $KUBECONFIG or ~/.kube/config).
 
     ``retries=0`` makes an unreachable server fail at once instead of after urllib3's retries.
     """
+    # Imported here, not at module level: sim-only helpers import modules that use this one from
+    # plain host Python processes that have no kubernetes package (e.g. the sim actuator hook).
+    from kubernetes import config
+
     loader: Any = config.new_client_from_config  # untyped in the kubernetes package
     api = loader(config_file=str(Path(kubeconfig)) if kubeconfig is not None else None)
     if retries is not None:

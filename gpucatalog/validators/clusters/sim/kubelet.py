@@ -208,7 +208,9 @@ class Kubelet:
     def _env(self, pod: Any, c: Any, run: PodRun, kubeconfig: Path | None) -> dict[str, str]:
         ns = pod.metadata.namespace
         env = {
-            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            # The image's python3 (with gpu-catalog's dependencies) comes first, as in the image;
+            # the entrypoint's "python3" is mapped to the same interpreter below.
+            "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "HOSTNAME": pod.metadata.name,
             "HOME": "/root",
             "KUBERNETES_SERVICE_HOST": "127.0.0.1",
