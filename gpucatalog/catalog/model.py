@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpucatalog.catalog import versions as semver
+
 API_VERSION = "gpu-catalog.dev/v1alpha1"
 
 
@@ -121,6 +123,4 @@ class Catalog:
     bundles: dict[tuple[str, str], Bundle]
 
     def bundle_versions(self, name: str) -> list[str]:
-        from gpucatalog.catalog import versions as _v
-
-        return _v.sort_versions([v for (n, v) in self.bundles if n == name])
+        return semver.sort_versions([v for (n, v) in self.bundles if n == name])
