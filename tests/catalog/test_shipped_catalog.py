@@ -3,7 +3,6 @@ seeded bad Queue field is caught naming the field (the issue's done-criteria).""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,6 @@ from gpucatalog.catalog import loader, render
 from gpucatalog.catalog.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def repo_copy(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "catalog", tmp_path / "catalog")
-    shutil.copytree(REPO / "charts", tmp_path / "charts")
-    return tmp_path / "catalog"
 
 
 def test_every_shipped_bundle_renders_twice_identically() -> None:

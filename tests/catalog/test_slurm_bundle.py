@@ -5,7 +5,6 @@ object and field, before anything is installed."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,6 @@ from gpucatalog.catalog import loader, render
 from gpucatalog.catalog.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def repo_copy(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "catalog", tmp_path / "catalog")
-    shutil.copytree(REPO / "charts", tmp_path / "charts")
-    return tmp_path / "catalog"
 
 
 def _add_profile(catalog: Path, values: str) -> None:

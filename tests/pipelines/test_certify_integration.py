@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,19 +19,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def catalog_copy(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "catalog", tmp_path / "catalog")
-    shutil.copytree(REPO / "charts", tmp_path / "charts")
-    return tmp_path / "catalog"
-
-
 def test_certify_fault_remediation_then_promote(
-    tmp_path: Path, catalog_copy: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     key = keys.generate(tmp_path / "keys", "ci")
     ev = tmp_path / "evidence"
-    cat = ["--catalog-dir", str(catalog_copy)]
+    cat = ["--catalog-dir", str(repo_copy)]
     rc = main([
         *cat, "certify", "gpu-scheduling", "--cluster", "sim", "--suite", "fault_remediation",
         "--cluster-name", f"cert-{os.getpid()}", "--signing-key", str(key.private_path),
@@ -57,7 +49,7 @@ def test_certify_fault_remediation_then_promote(
 
     # The gate: trusted key, suites required by the policy for this bundle = the ones it ran.
     assert main([*cat, "keys", "trust", str(key.public_path), "--channel", "candidate", "--channel", "stable"]) == 0
-    policy = catalog_copy / "channels" / "policy.yaml"
+    policy = repo_copy / "channels" / "policy.yaml"
     policy.write_text(policy.read_text().replace("requireBundleSuites: true", "requireBundleSuites: false"))
     capsys.readouterr()
     assert main([*cat, "promote", "gpu-scheduling@0.1.0", "--to", "stable", "--evidence", str(ev)]) == 1
@@ -66,7 +58,7 @@ def test_certify_fault_remediation_then_promote(
     assert main([*cat, "promote", "gpu-scheduling@0.1.0", "--to", "stable", "--evidence", str(ev)]) == 0
 
     # Tampered evidence is refused and the channel file stays byte-identical.
-    stable = catalog_copy / "channels" / "stable.yaml"
+    stable = repo_copy / "channels" / "stable.yaml"
     before = stable.read_bytes()
     env_json = json.loads((ev / "evidence.dsse.json").read_text())
     env_json["payload"] = env_json["payload"][:-8] + "AAAAAAA="
