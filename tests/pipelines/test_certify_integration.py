@@ -16,7 +16,6 @@ from gpucatalog.catalog.cli import main
 from gpucatalog.pipelines import evidence, keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_certify_fault_remediation_then_promote(
