@@ -23,21 +23,33 @@ KAI_CONDITIONS = ("Deployed", "Available", "DependenciesFulfilled")
 KAI_DEPLOYMENTS = ("kai-scheduler-default", "binder", "admission", "pod-grouper", "podgroup-controller", "queue-controller")
 
 
-def kai_problems(api: Any, namespace: str) -> list[str]:
-    """What is not ready yet in a KAI install (empty when ready)."""
+def kai_config_problems(api: Any) -> list[str]:
+    """What KAI's operator reports as not ready on the ``kai-config`` Config: Deployed, Available
+    and DependenciesFulfilled must be True for its current generation (as KAI's own e2e waits).
+    An unreachable API server raises urllib3's ``HTTPError`` for the caller to report."""
     try:
         cfg: Any = client.CustomObjectsApi(api).get_cluster_custom_object("kai.scheduler", "v1", "configs", "kai-config")
     except ApiException as exc:
+        if exc.status == 404:
+            return ["Config kai-config (kai.scheduler/v1) does not exist (KAI's operator input is missing)"]
         return [f"Config kai-config: HTTP {exc.status} {exc.reason}"]
-    gen = (cfg.get("metadata") or {}).get("generation")
-    conds = {c.get("type"): c for c in (cfg.get("status") or {}).get("conditions") or []}
-    problems = []
+    generation = (cfg.get("metadata") or {}).get("generation")
+    conditions = {c.get("type"): c for c in (cfg.get("status") or {}).get("conditions") or []}
+    bad = []
     for kind in KAI_CONDITIONS:
-        c = conds.get(kind)
-        if c is None:
-            problems.append(f"Config kai-config: {kind} not reported (is KAI's operator running?)")
-        elif c.get("status") != "True" or c.get("observedGeneration") not in (None, gen):
-            problems.append(f"Config kai-config: {kind}={c.get('status')} {c.get('message', '')}".rstrip())
+        cond = conditions.get(kind)
+        if cond is None:
+            bad.append(f"{kind} not reported")
+        elif cond.get("status") != "True":
+            bad.append(f"{kind}={cond.get('status')} ({cond.get('reason', '')}: {cond.get('message', '')})")
+        elif generation is not None and cond.get("observedGeneration") not in (None, generation):
+            bad.append(f"{kind} is for generation {cond.get('observedGeneration')}, not {generation}")
+    return [f"Config kai-config: {'; '.join(bad)}"] if bad else []
+
+
+def kai_problems(api: Any, namespace: str) -> list[str]:
+    """What is not ready yet in a KAI install (empty when ready)."""
+    problems = kai_config_problems(api)
     apps = client.AppsV1Api(api)
     for name in KAI_DEPLOYMENTS:
         try:

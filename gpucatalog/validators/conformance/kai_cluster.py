@@ -26,7 +26,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.catalog import kubeapi
+from gpucatalog.catalog import kubeapi, readiness
 from gpucatalog.validators.conformance import base, kai_math
 
 T = TypeVar("T")
@@ -149,32 +149,12 @@ def preflight(kube: Kube, p: Params, components: list[str], *, min_gpus: int = 1
     return {"gpu_nodes": len(capacity), "gpus": total}
 
 
-READY_CONDITIONS = ("Deployed", "Available", "DependenciesFulfilled")
-
-
 def kai_config_problems(kube: Kube) -> list[str]:
-    """What KAI's operator reports as not ready: the ``kai-config`` Config must have Deployed,
-    Available and DependenciesFulfilled True for its current generation (as KAI's own e2e waits)."""
+    """KAI's own readiness report on its ``kai-config`` Config (shared with ``catalog install``)."""
     try:
-        cfg = kube.custom.get_cluster_custom_object("kai.scheduler", "v1", "configs", "kai-config")
-    except ApiException as exc:
-        if exc.status == 404:
-            return ["Config kai-config (kai.scheduler/v1) does not exist (KAI's operator input is missing)"]
-        return [f"Config kai-config: HTTP {exc.status} {api_message(exc)}"]
+        return readiness.kai_config_problems(kube.api)
     except urllib3.exceptions.HTTPError as exc:
         raise base.CaseFailed(f"read Config kai-config: Kubernetes API unreachable ({exc})") from exc
-    generation = (cfg.get("metadata") or {}).get("generation")
-    conditions = {c.get("type"): c for c in (cfg.get("status") or {}).get("conditions") or []}
-    bad = []
-    for kind in READY_CONDITIONS:
-        cond = conditions.get(kind)
-        if cond is None:
-            bad.append(f"{kind} not reported")
-        elif cond.get("status") != "True":
-            bad.append(f"{kind}={cond.get('status')} ({cond.get('reason', '')}: {cond.get('message', '')})")
-        elif generation is not None and cond.get("observedGeneration") not in (None, generation):
-            bad.append(f"{kind} is for generation {cond.get('observedGeneration')}, not {generation}")
-    return [f"Config kai-config: {'; '.join(bad)}"] if bad else []
 
 
 def _deployment_problem(kube: Kube, ns: str, name: str) -> str:
