@@ -50,8 +50,13 @@ def _field(path: Any) -> str:
     return out or "(document)"
 
 
+@cache
+def _validator(kind: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema(kind))
+
+
 def check_schema(doc: yamlfile.Document, kind: str) -> None:
-    validator = jsonschema.Draft202012Validator(schema(kind))
+    validator = _validator(kind)
     errs = sorted(validator.iter_errors(doc.data), key=lambda e: (list(e.absolute_path) != [], e.path))
     if errs:
         err = jsonschema.exceptions.best_match(errs)

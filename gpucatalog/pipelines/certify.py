@@ -212,7 +212,7 @@ def _on_cluster(
             _add_node_groups(prov, rb.cluster.get("extraNodes") or [], say)
         prov.wait_ready(opts.ready_timeout_s)
         info.update(cluster_facts.describe(kubeconfig, prov))
-        problems = cluster_facts.preflight(kubeconfig, rb)
+        problems = cluster_facts.preflight(info, rb)
         if problems:
             results.append(_failed_step("preflight", "; ".join(problems), time.monotonic() - t0))
             return results

@@ -39,10 +39,9 @@ def describe(kubeconfig: Path, prov: Any) -> dict[str, Any]:
     return {"kubernetesVersion": ver.git_version, "nodes": nodes, "name": getattr(prov, "name", "")}
 
 
-def preflight(kubeconfig: Path, rb: render.RenderedBundle) -> list[str]:
-    """What the cluster lacks for this bundle: a Kubernetes version in every component's range,
-    and GPU nodes. Empty when it is fine."""
-    info = describe(kubeconfig, None)
+def preflight(info: dict[str, Any], rb: render.RenderedBundle) -> list[str]:
+    """What the cluster ``info`` (from ``describe``) lacks for this bundle: a Kubernetes version
+    in every component's range, and GPU nodes. Empty when it is fine."""
     problems = []
     kver = str(info["kubernetesVersion"]).lstrip("v").split("-")[0].split("+")[0]
     for c in rb.components:
