@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+from gpucatalog.clusters.sim import SimCluster, procs
 from gpucatalog.toolchain import build
-from gpucatalog.validators.clusters.sim import SimCluster, procs
 
 # Measured on the 2-core CI-class machine (2026-12-02), not re-run here because a cold build
 # means wiping the shared Go build cache: kubernetes group (4 binaries) 4m01s wall

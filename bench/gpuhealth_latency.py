@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-from gpucatalog.validators.clusters.sim.cluster import SimCluster
+from gpucatalog.clusters.sim.cluster import SimCluster
 from gpucatalog.validators.conformance import base
 from gpucatalog.validators.conformance import fault_remediation as fr
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from slurm_start import spec
 
-from gpucatalog.validators.clusters import slurm
+from gpucatalog.clusters import slurm
 from gpucatalog.validators.conformance.slurm_cli import Slurm
 
 

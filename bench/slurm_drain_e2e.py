@@ -31,8 +31,8 @@ from typing import Any
 from kubernetes import client
 
 from gpucatalog.catalog import install, loader, render
+from gpucatalog.clusters.sim.cluster import SimCluster
 from gpucatalog.gpuhealth.engine import parse_ts
-from gpucatalog.validators.clusters.sim.cluster import SimCluster
 from gpucatalog.validators.conformance.slurm_cli import Slurm
 
 REPO = Path(__file__).resolve().parents[1]

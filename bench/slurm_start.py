@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpucatalog.validators.clusters import slurm
+from gpucatalog.clusters import slurm
 
 EXTRA = (
     "GresTypes=gpu", "PreemptType=preempt/partition_prio", "PreemptMode=REQUEUE", "JobRequeue=1",

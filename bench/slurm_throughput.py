@@ -17,8 +17,8 @@ from pathlib import Path
 
 from slurm_start import spec  # bench/ is on sys.path when run as a script
 
-from gpucatalog.catalog import executor
-from gpucatalog.validators.clusters import slurm
+from gpucatalog.clusters import slurm
+from gpucatalog.core import executor
 
 
 def count(env: dict[str, str], *states: str) -> int:

@@ -1,16 +1,31 @@
-"""Root conftest: one sim cluster per test run, shared by every integration test, and a writable
+"""Root conftest: one sim cluster per test run (the sim's pytest plugin), one live Slurm cluster
+(``tests.plugins.slurm_cluster``), the pinned helm binary with a chart renderer, and a writable
 copy of the shipped catalog for tests that seed bad input into it."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-pytest_plugins = ["gpucatalog.validators.clusters.sim.pytest_plugin"]
+from gpucatalog.core import executor
+from gpucatalog.toolchain import build
+
+pytest_plugins = [
+    "gpucatalog.clusters.sim.pytest_plugin",
+    "tests.plugins.slurm_cluster",
+    "tests.plugins.pipelines",
+]
 
 REPO = Path(__file__).resolve().parents[1]
+CHARTS = REPO / "charts"
+KUBE_VERSION = "1.36.3"
+
+RenderChart = Callable[..., list[dict[str, Any]]]
 
 
 @pytest.fixture
@@ -19,3 +34,36 @@ def repo_copy(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "catalog", tmp_path / "catalog")
     shutil.copytree(REPO / "charts", tmp_path / "charts")
     return tmp_path / "catalog"
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The pinned helm binary (built once and cached by version; tests using it are ``toolchain``)."""
+    return build.ensure("helm")
+
+
+def helm_template(
+    helm: Path, chart: str, values: dict[str, Any] | None = None, *extra: str, set_json: Sequence[str] = ()
+) -> str:
+    """``helm template`` of one of this repo's charts; ``values`` go in on stdin, ``set_json`` as
+    ``--set-json`` flags. Raises ``ToolError`` (with helm's stderr) when helm refuses."""
+    argv = [str(helm), "template", chart, str(CHARTS / chart), "--namespace", chart,
+            "--kube-version", KUBE_VERSION, *extra]
+    for s in set_json:
+        argv += ["--set-json", s]
+    stdin = None
+    if values is not None:
+        argv += ["--values", "-"]
+        stdin = yaml.safe_dump(values)
+    return executor.run(argv, input=stdin).stdout
+
+
+@pytest.fixture(scope="session")
+def render_chart(helm: Path) -> RenderChart:
+    """Render a chart of ``charts/`` with real helm and return its documents (empty ones dropped):
+    ``render_chart("slurm", {"nodesets": …})``, ``render_chart("slurm", set_json=['a={"b":1}'])``."""
+
+    def render(chart: str, values: dict[str, Any] | None = None, *extra: str, set_json: Sequence[str] = ()) -> list[dict[str, Any]]:
+        return [d for d in yaml.safe_load_all(helm_template(helm, chart, values, *extra, set_json=set_json)) if d]
+
+    return render

@@ -1,1 +1,1 @@
-"""The catalog: data model, loading with schemas, resolution, rendering, install and the CLI."""
+"""The catalog: data model, loading with schemas, resolution, values, rendering and install."""

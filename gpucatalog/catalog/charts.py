@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import errors, model
+from gpucatalog.catalog import model
+from gpucatalog.core import errors
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from typing import Any
 import pyhelm3
 import pyhelm3.errors
 
-from gpucatalog.catalog import errors, readiness, render
+from gpucatalog.catalog import readiness, render
+from gpucatalog.core import errors
 from gpucatalog.toolchain import build
 
 Progress = Callable[[str], None]

@@ -23,7 +23,8 @@ from typing import Any
 
 import jsonschema
 
-from gpucatalog.catalog import errors, model, yamlfile
+from gpucatalog.catalog import model
+from gpucatalog.core import errors, yamlfile
 
 SCHEMAS = {"Component": "component.json", "ComponentVersion": "componentversion.json", "Bundle": "bundle.json"}
 

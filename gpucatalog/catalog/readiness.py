@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from gpucatalog.catalog import errors, kubeapi
+from gpucatalog.core import errors, kubeapi
 
 KAI_CONDITIONS = ("Deployed", "Available", "DependenciesFulfilled")
 KAI_DEPLOYMENTS = ("kai-scheduler-default", "binder", "admission", "pod-grouper", "podgroup-controller", "queue-controller")

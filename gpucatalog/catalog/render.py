@@ -20,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import charts, errors, executor, model, resolve, values
+from gpucatalog.catalog import charts, model, resolve, values
+from gpucatalog.core import errors, executor
 from gpucatalog.toolchain import build
 
 LOCK_FILE = "bundle.lock.json"

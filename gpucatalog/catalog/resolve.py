@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpucatalog.catalog import errors, model
+from gpucatalog.catalog import model
+from gpucatalog.core import errors
 
 
 @dataclass(frozen=True)

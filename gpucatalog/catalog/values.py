@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonschema
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 
 def merge(base: dict[str, Any], *overlays: dict[str, Any]) -> dict[str, Any]:

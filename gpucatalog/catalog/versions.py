@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
 _CONSTRAINT = re.compile(r"^(>=|<=|>|<|=|==)?\s*(v?\d+\.\d+(?:\.\d+)?(?:-[0-9A-Za-z.-]+)?)$")

@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from gpucatalog.catalog import errors, executor
+from gpucatalog.core import errors, executor
 
 # Modules of this package that contribute sub-commands, in --help order.
 COMMAND_MODULES = (

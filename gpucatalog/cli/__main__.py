@@ -1,7 +1,7 @@
-"""``python3 -m gpucatalog.catalog.cli``: same as the ``catalog`` command."""
+"""``python3 -m gpucatalog.cli``: same as the ``catalog`` command."""
 
 import sys
 
-from gpucatalog.catalog.cli import main
+from gpucatalog.cli import main
 
 sys.exit(main())

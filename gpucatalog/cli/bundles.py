@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.catalog import render, resolve
-from gpucatalog.catalog.cli import common
+from gpucatalog.cli import common
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

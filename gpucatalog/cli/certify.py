@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from gpucatalog.catalog.cli import common
+from gpucatalog.cli import common
 from gpucatalog.pipelines import certify
 
 

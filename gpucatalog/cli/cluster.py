@@ -10,7 +10,8 @@ import argparse
 import json
 import sys
 
-from gpucatalog.validators.clusters.sim import SimCluster, faults, list_clusters, shapes
+from gpucatalog.clusters import shapes
+from gpucatalog.clusters.sim import SimCluster, faults, list_clusters
 
 EPILOG = """examples:
   catalog cluster up --nodes 8 --shape h100-80gb-x8

@@ -7,8 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpucatalog.catalog import errors, install, render, resolve
-from gpucatalog.catalog.cli import common
+from gpucatalog.catalog import install, render, resolve
+from gpucatalog.cli import common
+from gpucatalog.core import errors
 from gpucatalog.pipelines import channels
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpucatalog.catalog.cli import promote as promote_cli
+from gpucatalog.cli import promote as promote_cli
 from gpucatalog.pipelines import keys, trust
 
 

@@ -12,7 +12,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from gpucatalog.catalog import errors, loader
+from gpucatalog.catalog import loader
+from gpucatalog.core import errors
 from gpucatalog.pipelines import evidence, policy, promote, trust
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpucatalog.catalog.cli import promote as promote_cli
+from gpucatalog.cli import promote as promote_cli
 from gpucatalog.pipelines import mirror, publish
 from gpucatalog.toolchain import build
 

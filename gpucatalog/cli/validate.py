@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from gpucatalog.catalog import errors, render
-from gpucatalog.catalog.cli import common
+from gpucatalog.catalog import render
+from gpucatalog.cli import common
+from gpucatalog.core import errors
 from gpucatalog.validators import bundle_checks, static
 
 

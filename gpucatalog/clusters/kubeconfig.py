@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors, kubeapi
+from gpucatalog.core import errors, kubeapi
 
 
 class KubeconfigCluster:

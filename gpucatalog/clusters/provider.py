@@ -11,7 +11,7 @@ import importlib
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 
 @runtime_checkable
@@ -41,9 +41,9 @@ class ClusterProvider(Protocol):
 
 # provider kind -> "module:Class"; the class is built as Class(cluster_name).
 REGISTRY: dict[str, str] = {
-    "sim": "gpucatalog.validators.clusters.sim.cluster:SimCluster",
-    "kind": "gpucatalog.validators.clusters.kind.cluster:KindCluster",
-    "kubeconfig": "gpucatalog.validators.clusters.kubeconfig:KubeconfigCluster",
+    "sim": "gpucatalog.clusters.sim.cluster:SimCluster",
+    "kind": "gpucatalog.clusters.kind.cluster:KindCluster",
+    "kubeconfig": "gpucatalog.clusters.kubeconfig:KubeconfigCluster",
 }
 
 

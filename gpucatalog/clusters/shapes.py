@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def _shape(name: str, d: dict[str, Any]) -> Shape:
 
 @cache
 def catalogue() -> dict[str, Shape]:
-    text = resources.files("gpucatalog.validators.clusters.sim").joinpath("data/shapes.yaml").read_text()
+    text = resources.files("gpucatalog.clusters").joinpath("data/shapes.yaml").read_text()
     doc: dict[str, Any] = yaml.safe_load(text)
     return {name: _shape(name, d) for name, d in doc["shapes"].items()}
 

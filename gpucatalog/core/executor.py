@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 DEBUG = os.environ.get("CATALOG_DEBUG", "") not in ("", "0")
 

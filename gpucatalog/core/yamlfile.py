@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The exception tree of gpu-health (its own image: it cannot use ``gpucatalog.catalog.errors``).
+"""The exception tree of gpu-health (its own image: it cannot use ``gpucatalog.core.errors``).
 
 ::
 

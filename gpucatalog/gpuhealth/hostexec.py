@@ -1,6 +1,6 @@
 """The one place gpu-health runs external commands (``nvidia-smi``, ``scontrol``, repair hooks).
 
-gpu-health ships as its own image and may not import ``gpucatalog.catalog.executor``; this is
+gpu-health ships as its own image and may not import ``gpucatalog.core.executor``; this is
 its equivalent: argument lists only, never a shell, always a timeout. Called by the probes, the
 Slurm hook and the command actuators.
 """

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors, install, model, render
+from gpucatalog.catalog import install, model, render
+from gpucatalog.clusters import provider as providers
+from gpucatalog.core import errors
 from gpucatalog.pipelines import cluster_facts, evidence, keys
 from gpucatalog.toolchain import build
 from gpucatalog.validators import bundle_checks
-from gpucatalog.validators.clusters import provider as providers
 from gpucatalog.validators.conformance import SUITES, base
 
 Say = Callable[[str], None]

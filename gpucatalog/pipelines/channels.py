@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.pipelines import yamlio
 
 DIGEST = "^sha256:[0-9a-f]{64}$"

@@ -9,7 +9,8 @@ from typing import Any
 
 from kubernetes import client
 
-from gpucatalog.catalog import kubeapi, render, versions
+from gpucatalog.catalog import render, versions
+from gpucatalog.core import kubeapi
 
 
 def _api(kubeconfig: Path) -> Any:
@@ -59,7 +60,7 @@ def live_and_simulated(kubeconfig: Path, prov: Any) -> tuple[list[str], list[str
     simulated: list[str] = list(getattr(prov, "simulated_parts", lambda: [])())
     if type(prov).__name__ != "SimCluster":
         return live, simulated
-    from gpucatalog.validators.clusters.sim import images as sim_images
+    from gpucatalog.clusters.sim import images as sim_images
 
     live.append("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (pinned builds)")
     live.append("kwok: node and pod lifecycle of simulated nodes")

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.pipelines import dsse, junit, keys, report
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

@@ -19,7 +19,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 PRIVATE_SUFFIX = ".key"
 PUBLIC_SUFFIX = ".pub"

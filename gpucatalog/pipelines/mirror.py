@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.pipelines import oci, publish
 
 

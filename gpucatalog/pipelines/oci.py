@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 EMPTY_CONFIG = "application/vnd.oci.empty.v1+json"

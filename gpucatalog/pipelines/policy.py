@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.pipelines import yamlio
 
 NAME = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.pipelines import channels, evidence, policy, trust
 
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from gpucatalog.catalog import errors, executor
+from gpucatalog.core import errors, executor
 from gpucatalog.pipelines import oci
 
 ARTIFACT_TYPE = "application/vnd.gpu-catalog.bundle.v1"

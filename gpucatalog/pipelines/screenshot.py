@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from gpucatalog.catalog import errors, executor
+from gpucatalog.core import errors, executor
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 

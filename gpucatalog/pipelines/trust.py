@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.pipelines import keys, yamlio
 
 SCHEMA: dict[str, Any] = {

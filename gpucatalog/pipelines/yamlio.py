@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 API_VERSION = "gpu-catalog.dev/v1alpha1"
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import errors, executor
+from gpucatalog.core import errors, executor
 
 
 @dataclass(frozen=True)

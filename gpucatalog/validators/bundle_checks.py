@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors, render, versions
+from gpucatalog.catalog import render, versions
+from gpucatalog.clusters import shapes
+from gpucatalog.core import errors
 from gpucatalog.validators import static
-from gpucatalog.validators.clusters.sim import shapes
 from gpucatalog.validators.static import kai_rules, slurm_rules, types
 
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gpucatalog.catalog import errors, loader, resolve
-from gpucatalog.catalog.cli import main
+from gpucatalog.catalog import loader, resolve
+from gpucatalog.cli import main
+from gpucatalog.core import errors
 
 
 def test_loads_components_versions_and_bundles(mini_catalog: Path) -> None:

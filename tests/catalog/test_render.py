@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucatalog.catalog import charts, errors, loader, render
-from gpucatalog.catalog.cli import main
+from gpucatalog.catalog import charts, loader, render
+from gpucatalog.cli import main
+from gpucatalog.core import errors
 
 
 def _replicas(rb: render.RenderedBundle, comp: str) -> int:

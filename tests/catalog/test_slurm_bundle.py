@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpucatalog.catalog import loader, render
-from gpucatalog.catalog.cli import main
+from gpucatalog.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 

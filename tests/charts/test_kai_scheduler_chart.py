@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.charts.conftest import CHARTS, Render
+from tests.conftest import CHARTS, RenderChart
 
 KAI_VERSION = "v0.16.8"
 REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"
@@ -51,8 +51,8 @@ def crd_validator(name: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(closed(version["schema"]["openAPIV3Schema"]))
 
 
-def test_every_image_is_pinned_to_the_kai_release(render: Render) -> None:
-    docs = render("kai-scheduler")
+def test_every_image_is_pinned_to_the_kai_release(render_chart: RenderChart) -> None:
+    docs = render_chart("kai-scheduler")
     (operator,) = _by_kind(docs, "Deployment")
     (container,) = operator["spec"]["template"]["spec"]["containers"]
     assert container["image"] == f"{REGISTRY}/operator:{KAI_VERSION}"
@@ -68,8 +68,8 @@ def test_every_image_is_pinned_to_the_kai_release(render: Render) -> None:
     assert {i[1] for i in images} == {KAI_VERSION} and {i[2] for i in images} == {REGISTRY}
 
 
-def test_operator_args_and_namespace(render: Render) -> None:
-    docs = render("kai-scheduler")
+def test_operator_args_and_namespace(render_chart: RenderChart) -> None:
+    docs = render_chart("kai-scheduler")
     (operator,) = _by_kind(docs, "Deployment")
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
     # KAI's operator defaults --namespace to runai-engine; it must be the release namespace.
@@ -77,8 +77,8 @@ def test_operator_args_and_namespace(render: Render) -> None:
     assert _config(docs)["spec"]["namespace"] == "kai-scheduler"
 
 
-def test_rbac_has_no_wildcards_and_writes_leases_only_locally(render: Render) -> None:
-    docs = render("kai-scheduler")
+def test_rbac_has_no_wildcards_and_writes_leases_only_locally(render_chart: RenderChart) -> None:
+    docs = render_chart("kai-scheduler")
     roles = _by_kind(docs, "ClusterRole") + _by_kind(docs, "Role")
     assert roles
     for role in roles:
@@ -99,9 +99,9 @@ def test_rbac_has_no_wildcards_and_writes_leases_only_locally(render: Render) ->
         assert (role, sa) in bound
 
 
-def test_podgrouper_owner_rules_come_from_values(render: Render) -> None:
+def test_podgrouper_owner_rules_come_from_values(render_chart: RenderChart) -> None:
     values = yaml.safe_load((CHARTS / "kai-scheduler/ci/kubeflow-values.yaml").read_text())
-    docs = render("kai-scheduler", values)
+    docs = render_chart("kai-scheduler", values)
     (grouper,) = [r for r in _by_kind(docs, "ClusterRole") if r["metadata"]["name"] == "kai-podgrouper"]
     kubeflow = [r for r in grouper["rules"] if r["apiGroups"] == ["kubeflow.org"]]
     assert {"pytorchjobs", "mpijobs"} <= set(kubeflow[0]["resources"])
@@ -111,8 +111,8 @@ def test_podgrouper_owner_rules_come_from_values(render: Render) -> None:
     assert shard["spec"]["args"] == {"schedule-period": "500ms"}
 
 
-def test_every_workload_and_component_sets_resource_requests(render: Render) -> None:
-    docs = render("kai-scheduler")
+def test_every_workload_and_component_sets_resource_requests(render_chart: RenderChart) -> None:
+    docs = render_chart("kai-scheduler")
     for dep in _by_kind(docs, "Deployment"):
         for c in dep["spec"]["template"]["spec"]["containers"]:
             assert {"cpu", "memory"} <= set(c["resources"]["requests"])
@@ -121,14 +121,14 @@ def test_every_workload_and_component_sets_resource_requests(render: Render) -> 
         assert {"cpu", "memory"} <= set(spec[key]["service"]["resources"]["requests"]), key
 
 
-def test_gpu_sharing_follows_values(render: Render) -> None:
-    assert _config(render("kai-scheduler"))["spec"]["admission"]["gpuSharing"] is True
+def test_gpu_sharing_follows_values(render_chart: RenderChart) -> None:
+    assert _config(render_chart("kai-scheduler"))["spec"]["admission"]["gpuSharing"] is True
     off = yaml.safe_load((CHARTS / "kai-scheduler/ci/sharing-off-values.yaml").read_text())
-    assert _config(render("kai-scheduler", off))["spec"]["admission"]["gpuSharing"] is False
+    assert _config(render_chart("kai-scheduler", off))["spec"]["admission"]["gpuSharing"] is False
 
 
-def test_crds_are_installed_with_the_chart(render: Render) -> None:
-    docs = render("kai-scheduler", None, "--include-crds")
+def test_crds_are_installed_with_the_chart(render_chart: RenderChart) -> None:
+    docs = render_chart("kai-scheduler", None, "--include-crds")
     names = {d["metadata"]["name"] for d in _by_kind(docs, "CustomResourceDefinition")}
     assert names == {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "bindrequests.scheduling.run.ai",
                      "configs.kai.scheduler", "schedulingshards.kai.scheduler", "topologies.kai.scheduler"}
@@ -146,16 +146,16 @@ def test_values_schema_rejects_bad_values(render_error: Any, values: dict[str, A
 
 
 @pytest.mark.parametrize("path", sorted((CHARTS / "kai-scheduler/ci").glob("*-values.yaml")), ids=lambda p: p.name)
-def test_ci_scenarios_render(render: Render, path: Path) -> None:
-    assert _by_kind(render("kai-scheduler", yaml.safe_load(path.read_text()) or {}), "Config")
+def test_ci_scenarios_render(render_chart: RenderChart, path: Path) -> None:
+    assert _by_kind(render_chart("kai-scheduler", yaml.safe_load(path.read_text()) or {}), "Config")
 
 
 # -- the CRDs' schemas ----------------------------------------------------------------------
 
 
-def test_team_queues_output_is_valid_against_the_queue_crd(render: Render) -> None:
+def test_team_queues_output_is_valid_against_the_queue_crd(render_chart: RenderChart) -> None:
     validator = crd_validator("scheduling.run.ai_queues.yaml")
-    queues = [d for d in render("team-queues") if d["kind"] == "Queue"]
+    queues = [d for d in render_chart("team-queues") if d["kind"] == "Queue"]
     for q in queues:
         assert not list(validator.iter_errors(q)), q["metadata"]["name"]
 
@@ -196,17 +196,17 @@ def test_podgroup_and_bindrequest_crds_accept_kai_objects() -> None:
     assert not list(br.iter_errors(req))
 
 
-def test_rendered_config_and_shard_match_their_crds(render: Render) -> None:
-    docs = render("kai-scheduler")
+def test_rendered_config_and_shard_match_their_crds(render_chart: RenderChart) -> None:
+    docs = render_chart("kai-scheduler")
     assert not list(crd_validator("kai.scheduler_configs.yaml").iter_errors(_config(docs)))
     shard = _by_kind(docs, "SchedulingShard")[0]
     assert not list(crd_validator("kai.scheduler_schedulingshards.yaml").iter_errors(shard))
 
 
-def test_runtime_class_is_always_explicit(render: Render) -> None:
+def test_runtime_class_is_always_explicit(render_chart: RenderChart) -> None:
     # KAI's operator defaults an absent gpuFractionRuntimeClassName to "nvidia"; "" disables it.
-    assert _config(render("kai-scheduler"))["spec"]["admission"]["gpuFractionRuntimeClassName"] == "nvidia"
+    assert _config(render_chart("kai-scheduler"))["spec"]["admission"]["gpuFractionRuntimeClassName"] == "nvidia"
     values = yaml.safe_load((CHARTS / "kai-scheduler/ci/sim-values.yaml").read_text())
-    admission = _config(render("kai-scheduler", values))["spec"]["admission"]
+    admission = _config(render_chart("kai-scheduler", values))["spec"]["admission"]
     assert admission["gpuFractionRuntimeClassName"] == ""
     assert admission["gpuSharing"] is True

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpucatalog.validators.static import kai_rules
-from tests.charts.conftest import CHARTS, Render
+from tests.conftest import CHARTS, RenderChart
 
 SKIP_SCHEMA = "--skip-schema-validation"
 
@@ -22,8 +22,8 @@ def _spec(*departments: dict[str, Any]) -> dict[str, Any]:
     return {"departments": list(departments)}
 
 
-def test_defaults_render_hierarchical_queues_and_kai_priority_classes(render: Render) -> None:
-    docs = render("team-queues")
+def test_defaults_render_hierarchical_queues_and_kai_priority_classes(render_chart: RenderChart) -> None:
+    docs = render_chart("team-queues")
     queues = _queues(docs)
     assert set(queues) == {"research", "vision", "language", "production", "serving"}
     for q in queues.values():
@@ -43,9 +43,9 @@ def test_defaults_render_hierarchical_queues_and_kai_priority_classes(render: Re
     assert classes == {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
 
 
-def test_nested_departments_fractions_and_large_numbers(render: Render) -> None:
+def test_nested_departments_fractions_and_large_numbers(render_chart: RenderChart) -> None:
     values = yaml.safe_load((CHARTS / "team-queues/ci/nested-values.yaml").read_text())
-    queues = _queues(render("team-queues", values))
+    queues = _queues(render_chart("team-queues", values))
     assert queues["research"]["spec"]["parentQueue"] == "org"
     assert queues["vision"]["spec"]["parentQueue"] == "research"
     assert queues["vision"]["spec"]["resources"]["gpu"] == {"quota": 2.5, "overQuotaWeight": 1, "limit": 4}
@@ -55,15 +55,15 @@ def test_nested_departments_fractions_and_large_numbers(render: Render) -> None:
     assert queues["ops"]["spec"]["resources"]["gpu"] == {"quota": 3.5, "overQuotaWeight": 1, "limit": -1}
 
 
-def test_priority_classes_can_be_left_to_someone_else(render: Render) -> None:
-    docs = render("team-queues", {"priorityClasses": {"create": False}})
+def test_priority_classes_can_be_left_to_someone_else(render_chart: RenderChart) -> None:
+    docs = render_chart("team-queues", {"priorityClasses": {"create": False}})
     assert not [d for d in docs if d["kind"] == "PriorityClass"]
 
 
 @pytest.mark.parametrize("path", sorted((CHARTS / "team-queues/ci").glob("*-values.yaml")), ids=lambda p: p.name)
-def test_ci_scenarios_render(render: Render, path: Path) -> None:
+def test_ci_scenarios_render(render_chart: RenderChart, path: Path) -> None:
     values = yaml.safe_load(path.read_text()) or {}
-    assert _queues(render("team-queues", values))
+    assert _queues(render_chart("team-queues", values))
 
 
 # -- rejections ---------------------------------------------------------------------------
@@ -140,8 +140,8 @@ def test_unknown_field_is_rejected_by_the_schema(render_error: Any) -> None:
 
 
 @pytest.mark.parametrize("path", sorted((CHARTS / "team-queues/ci").glob("*-values.yaml")), ids=lambda p: p.name)
-def test_rendered_queues_pass_the_static_kai_rules(render: Render, path: Path) -> None:
-    docs = render("team-queues", yaml.safe_load(path.read_text()) or {})
+def test_rendered_queues_pass_the_static_kai_rules(render_chart: RenderChart, path: Path) -> None:
+    docs = render_chart("team-queues", yaml.safe_load(path.read_text()) or {})
     assert kai_rules.check_queues(docs, component="team-queues") == []
 
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.catalog import cli, loader
-from gpucatalog.catalog.cli import promote as promote_cli
+from gpucatalog import cli
+from gpucatalog.catalog import loader
+from gpucatalog.cli import promote as promote_cli
 
 DIGEST_A = "sha256:" + "a1" * 32
 

@@ -5,15 +5,18 @@ real ``gpu-health`` argument parser accepts."""
 from __future__ import annotations
 
 import json
-import subprocess
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
 import yaml
 
+from gpucatalog.core import executor
 from gpucatalog.gpuhealth import main as gh_main
+from tests.conftest import RenderChart
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-health"
@@ -21,24 +24,14 @@ SCENARIOS = sorted((CHART / "ci").glob("*-values.yaml"))
 IMAGE = "ghcr.io/gpu-catalog/gpu-health:0.1.0"
 
 
-@cache
-def helm() -> str:
-    from gpucatalog.toolchain.build import ensure
-
-    return str(ensure("helm"))
+def helm_run(helm: Path, *args: str) -> CompletedProcess[str]:
+    return executor.run([helm, *args], check=False)
 
 
-def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
-    from gpucatalog.catalog import executor
-
-    return executor.run([helm(), *args], check=False)
-
-
-@cache
-def render(values: Path) -> list[dict[str, Any]]:
-    res = run_helm("template", "gh", str(CHART), "-n", "gpu-health", "-f", str(values))
-    assert res.returncode == 0, res.stderr
-    return [d for d in yaml.safe_load_all(res.stdout) if d]
+@pytest.fixture(scope="module")
+def render(render_chart: RenderChart) -> Callable[[Path], list[dict[str, Any]]]:
+    """The chart rendered with one ci/ scenario's values (each scenario rendered once)."""
+    return cache(lambda values: render_chart("gpu-health", yaml.safe_load(values.read_text()) or {}))
 
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -53,13 +46,13 @@ def pod_specs(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return specs
 
 
-def test_lint() -> None:
-    res = run_helm("lint", str(CHART), "--strict")
+def test_lint(helm: Path) -> None:
+    res = helm_run(helm, "lint", str(CHART), "--strict")
     assert res.returncode == 0, res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("values", SCENARIOS, ids=lambda p: p.name)
-def test_scenario_renders_least_privilege(values: Path) -> None:
+def test_scenario_renders_least_privilege(values: Path, render: Callable[[Path], list[dict[str, Any]]]) -> None:
     docs = render(values)
     for role in by_kind(docs, "ClusterRole") + by_kind(docs, "Role"):
         for rule in role["rules"]:
@@ -75,7 +68,7 @@ def test_scenario_renders_least_privilege(values: Path) -> None:
 
 
 @pytest.mark.parametrize("values", SCENARIOS, ids=lambda p: p.name)
-def test_scenario_pods_pinned_requested_and_host_access_declared(values: Path) -> None:
+def test_scenario_pods_pinned_requested_and_host_access_declared(values: Path, render: Callable[[Path], list[dict[str, Any]]]) -> None:
     docs = render(values)
     specs = pod_specs(docs)
     assert specs
@@ -95,7 +88,7 @@ def test_scenario_pods_pinned_requested_and_host_access_declared(values: Path) -
 
 
 @pytest.mark.parametrize("values", SCENARIOS, ids=lambda p: p.name)
-def test_scenario_flags_are_accepted_by_the_real_parser(values: Path) -> None:
+def test_scenario_flags_are_accepted_by_the_real_parser(values: Path, render: Callable[[Path], list[dict[str, Any]]]) -> None:
     docs = render(values)
     for d in by_kind(docs, "DaemonSet") + by_kind(docs, "Deployment"):
         c = d["spec"]["template"]["spec"]["containers"][0]
@@ -126,8 +119,8 @@ def test_scenario_flags_are_accepted_by_the_real_parser(values: Path) -> None:
         ("controller.actuator.kind=magic", "kind"),
     ],
 )
-def test_schema_rejects_bad_values(flag: str, needle: str) -> None:
-    res = run_helm("template", "gh", str(CHART), "--set", flag)
+def test_schema_rejects_bad_values(flag: str, needle: str, helm: Path) -> None:
+    res = helm_run(helm, "template", "gh", str(CHART), "--set", flag)
     assert res.returncode != 0 and needle in res.stderr
 
 

@@ -23,8 +23,8 @@ NAMESPACE = "gpu-health"
 
 @pytest.fixture(scope="module")
 def gpu_health_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    sim = pytest.importorskip("gpucatalog.validators.clusters.sim.cluster")
-    from gpucatalog.catalog import executor
+    sim = pytest.importorskip("gpucatalog.clusters.sim.cluster")
+    from gpucatalog.core import executor
     from gpucatalog.toolchain.build import ensure
 
     name = os.environ.get("GPU_HEALTH_SIM_NAME", f"gh-{os.getpid()}")

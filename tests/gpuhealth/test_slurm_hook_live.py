@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpucatalog.catalog import executor
+from gpucatalog.clusters import slurm
+from gpucatalog.core import executor
 from gpucatalog.gpuhealth.slurm import DEFAULT_PREFIX, ScontrolSlurm
-from gpucatalog.validators.clusters import slurm
 
 pytestmark = pytest.mark.slurm
 
@@ -51,3 +51,25 @@ def test_own_drain_is_set_refreshed_and_resumed(live_cluster: slurm.SlurmCluster
         assert "DRAIN" not in state
     finally:
         _scontrol(live_cluster, "update", f"NodeName={node}", "State=RESUME", check=False)
+
+
+def test_drain_and_resume_only_own_drains(live_cluster: slurm.SlurmCluster) -> None:
+    env_prefix = ["env", f"SLURM_CONF={live_cluster.env['SLURM_CONF']}", "scontrol"]
+    hook = ScontrolSlurm(scontrol=env_prefix)
+    mine, theirs = live_cluster.node_names()[:2]
+
+    hook.drain(mine, "GpuXidError: XID 79 on GPU 2")
+    state, reason = hook.state(mine)
+    assert "DRAIN" in state and reason == "gpu-health: GpuXidError: XID 79 on GPU 2"
+    hook.resume(mine)
+    state, _ = hook.state(mine)
+    assert "DRAIN" not in state
+
+    other = ScontrolSlurm(scontrol=env_prefix, prefix="ops:")
+    other.drain(theirs, "cable swap")
+    try:
+        hook.resume(theirs)  # not ours: must stay drained
+        state, reason = hook.state(theirs)
+        assert "DRAIN" in state and reason.startswith("ops:")
+    finally:
+        other.resume(theirs)

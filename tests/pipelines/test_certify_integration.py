@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucatalog.catalog.cli import main
+from gpucatalog.cli import main
 from gpucatalog.pipelines import evidence, keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gpucatalog.catalog.cli import main
+from gpucatalog.cli import main
+from gpucatalog.clusters.sim.cluster import SimCluster, list_clusters
+from gpucatalog.clusters.slurm import cleanup
+from gpucatalog.clusters.slurm.layout import Layout
 from gpucatalog.pipelines import keys
-from gpucatalog.validators.clusters.sim.cluster import SimCluster, list_clusters
-from gpucatalog.validators.clusters.slurm import cleanup
-from gpucatalog.validators.clusters.slurm.layout import Layout
-
-from .conftest import have_slurm
+from tests.plugins.slurm_cluster import have_slurm
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 

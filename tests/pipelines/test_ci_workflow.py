@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucatalog.catalog import cli
+from gpucatalog import cli
 
 WORKFLOW = resources.files("gpucatalog.pipelines").joinpath("ci/github-actions.yaml")
 # Setup and persistence steps that are not catalog logic.

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.pipelines import dsse, evidence, keys
 from gpucatalog.validators.conformance import base
 
 MakeEvidence = Callable[..., Path]
-DIGEST_A = "sha256:" + "a1" * 32  # the default digest of conftest's make_evidence
+DIGEST_A = "sha256:" + "a1" * 32  # the default digest of make_evidence (tests.plugins.pipelines)
 
 
 def test_pae_matches_the_dsse_spec_example() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from gpucatalog.catalog.cli import main
+from gpucatalog.cli import main
 
 pytestmark = pytest.mark.integration
 

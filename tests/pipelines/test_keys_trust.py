@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.pipelines import keys, trust
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.pipelines import channels, evidence, policy, promote, trust
 
 MakeEvidence = Callable[..., Path]

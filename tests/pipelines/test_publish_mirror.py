@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.catalog import errors, executor
+from gpucatalog.core import errors, executor
 from gpucatalog.pipelines import mirror, oci, publish
-from gpucatalog.toolchain import build
 
 pytestmark = pytest.mark.registry
 
@@ -46,11 +45,6 @@ def _chart(root: Path, name: str, version: str, data: str = "x") -> Path:
     return d
 
 
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    return build.ensure("helm")
-
-
 @pytest.fixture
 def rendered(tmp_path: Path, helm: Path) -> FakeRendered:
     charts = tmp_path / "charts"
@@ -66,7 +60,7 @@ def rendered(tmp_path: Path, helm: Path) -> FakeRendered:
     )
 
 
-Start = Callable[[str], Any]  # conftest.start_registry -> LocalRegistry
+Start = Callable[[str], Any]  # tests.plugins.pipelines.start_registry -> LocalRegistry
 
 
 def test_publish_pushes_charts_and_lock_artifact(start_registry: Start, helm: Path, rendered: FakeRendered) -> None:

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors, executor, kubeapi
+from gpucatalog.clusters import shapes
+from gpucatalog.clusters.kind import config, gpus
+from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build
-from gpucatalog.validators.clusters.kind import config, gpus
-from gpucatalog.validators.clusters.sim import shapes
 
 Progress = Callable[[str], None]
 

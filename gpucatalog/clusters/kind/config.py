@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import errors
-from gpucatalog.validators.clusters.sim import shapes
+from gpucatalog.clusters import shapes
+from gpucatalog.core import errors
 
 # Pinned by digest as kind's v0.33.0 release notes list it: a tag alone may point at an image
 # built for another kind release. Kubernetes 1.36 to match the toolchain's v1.36.3 control plane

@@ -23,9 +23,10 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import charts, errors, executor
-from gpucatalog.validators.clusters.kind import config
-from gpucatalog.validators.clusters.sim import shapes
+from gpucatalog.catalog import charts
+from gpucatalog.clusters import shapes
+from gpucatalog.clusters.kind import config
+from gpucatalog.core import errors, executor
 
 FGO_URL = "oci://ghcr.io/run-ai/fake-gpu-operator/fake-gpu-operator"
 FGO_VERSION = "0.2.0"

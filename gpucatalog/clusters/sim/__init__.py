@@ -1,5 +1,5 @@
 """The ``sim`` cluster provider: a real control plane on loopback with simulated GPU nodes."""
 
-from gpucatalog.validators.clusters.sim.cluster import SimCluster, list_clusters
+from gpucatalog.clusters.sim.cluster import SimCluster, list_clusters
 
 __all__ = ["SimCluster", "list_clusters"]

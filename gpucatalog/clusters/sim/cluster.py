@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import gpucatalog
-from gpucatalog.catalog import errors, executor, kubeapi
+from gpucatalog.clusters import shapes
+from gpucatalog.clusters.sim import egress, faults, nodefs, nodes, ports, procs, stages
+from gpucatalog.clusters.sim import pki as pki_mod
+from gpucatalog.clusters.sim.config import RESTART_POLICIES, ClusterConfig
+from gpucatalog.clusters.sim.layout import Layout, clusters_root
+from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build
-from gpucatalog.validators.clusters.sim import egress, faults, nodefs, nodes, ports, procs, shapes, stages
-from gpucatalog.validators.clusters.sim import pki as pki_mod
-from gpucatalog.validators.clusters.sim.config import RESTART_POLICIES, ClusterConfig
-from gpucatalog.validators.clusters.sim.layout import Layout, clusters_root
 
 MAX_NODES = 2000
 # Slurm clusters started by start_services in this process, by cluster folder: their daemons are
@@ -114,7 +115,7 @@ class SimCluster:
         cfg.save(lay.config)
         say(f"starting control plane of {self.name!r} on {server}")
         launcher = executor.spawn(
-            [sys.executable, "-m", "gpucatalog.validators.clusters.sim.supervisor", "--state", str(lay.root),
+            [sys.executable, "-m", "gpucatalog.clusters.sim.supervisor", "--state", str(lay.root),
              "--daemonize"],
             log_path=lay.logs / "supervisor.log", env={"PYTHONPATH": cfg.python_path},
         )
@@ -268,8 +269,8 @@ class SimCluster:
         through ``SLURM_CONF`` (the sim kubelet exports it). ``down`` stops it, even after a crash.
         Call after ``up`` (the nodes must exist) and before installing the bundle.
         """
-        from gpucatalog.validators.clusters import slurm
-        from gpucatalog.validators.clusters.slurm import placement
+        from gpucatalog.clusters import slurm
+        from gpucatalog.clusters.slurm import placement
 
         if not any(str(o.get("apiVersion", "")).startswith(placement.SLINKY_GROUP + "/") and o.get("kind") == "Controller"
                    for o in objects):
@@ -335,7 +336,7 @@ class SimCluster:
         # whatever is left (supervisor killed, crashed test): every recorded process and pod
         leftovers = procs.read_all(lay.pids) + procs.read_all_pods(lay.nodes)
         procs.stop(leftovers, grace=3.0)
-        from gpucatalog.validators.clusters import slurm
+        from gpucatalog.clusters import slurm
 
         # a Slurm cluster of start_services: every daemon, job and step, found from its folder
         # and the processes' environment alone (works after a crash; nothing to do without one);

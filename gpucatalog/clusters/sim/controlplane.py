@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from gpucatalog.validators.clusters.sim import pki as pki_mod
-from gpucatalog.validators.clusters.sim.config import ClusterConfig
-from gpucatalog.validators.clusters.sim.layout import Layout
+from gpucatalog.clusters.sim import pki as pki_mod
+from gpucatalog.clusters.sim.config import ClusterConfig
+from gpucatalog.clusters.sim.layout import Layout
 
 POD_CIDR = "10.244.0.0/16"  # kwok-faked pods; sim-kubelet pods get 127.<slot>.x.y
 SERVICE_CIDR = "10.96.0.0/16"
@@ -42,7 +42,7 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
     return [
         Component(
             "egress-proxy",
-            [sys.executable, "-m", "gpucatalog.validators.clusters.sim.egress", "--state", str(lay.root)],
+            [sys.executable, "-m", "gpucatalog.clusters.sim.egress", "--state", str(lay.root)],
             "",
             "storage",
             py_env,
@@ -132,14 +132,14 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
         ),
         Component(
             "sim-kubelet",
-            [sys.executable, "-m", "gpucatalog.validators.clusters.sim.kubelet", "--state", str(lay.root)],
+            [sys.executable, "-m", "gpucatalog.clusters.sim.kubelet", "--state", str(lay.root)],
             "",
             "rest",
             py_env,
         ),
         Component(
             "node-agent",
-            [sys.executable, "-m", "gpucatalog.validators.clusters.sim.nodeagent", "--state", str(lay.root)],
+            [sys.executable, "-m", "gpucatalog.clusters.sim.nodeagent", "--state", str(lay.root)],
             "",
             "rest",
             py_env,

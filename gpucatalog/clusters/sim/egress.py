@@ -18,8 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-from gpucatalog.validators.clusters.sim.config import ClusterConfig
-from gpucatalog.validators.clusters.sim.layout import Layout
+from gpucatalog.clusters.sim.config import ClusterConfig
+from gpucatalog.clusters.sim.layout import Layout
 
 POD_NET = ipaddress.ip_network("100.64.0.0/16")
 

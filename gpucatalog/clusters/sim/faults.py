@@ -23,8 +23,9 @@ import re
 import time
 from pathlib import Path
 
-from gpucatalog.catalog import errors
-from gpucatalog.validators.clusters.sim import nodefs, shapes
+from gpucatalog.clusters import shapes
+from gpucatalog.clusters.sim import nodefs
+from gpucatalog.core import errors
 
 KINDS = ("xid", "row-remap-pending", "row-remap-failure", "pcie-downgrade", "nvlink-down", "ib-rate",
          "ib-down", "clear")

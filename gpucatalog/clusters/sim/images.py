@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def repository(ref: str) -> str:
 
 @cache
 def image_map() -> dict[str, ImageEntry]:
-    text = resources.files("gpucatalog.validators.clusters.sim").joinpath("data/images.yaml").read_text()
+    text = resources.files("gpucatalog.clusters.sim").joinpath("data/images.yaml").read_text()
     doc: dict[str, Any] = yaml.safe_load(text)
     out: dict[str, ImageEntry] = {}
     for e in doc["images"]:

@@ -39,11 +39,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors, kubeapi
-from gpucatalog.validators.clusters.sim import egress, images, nodefs, procs
-from gpucatalog.validators.clusters.sim import pki as pki_mod
-from gpucatalog.validators.clusters.sim.config import ClusterConfig
-from gpucatalog.validators.clusters.sim.layout import Layout
+from gpucatalog.clusters.sim import egress, images, nodefs, procs
+from gpucatalog.clusters.sim import pki as pki_mod
+from gpucatalog.clusters.sim.config import ClusterConfig
+from gpucatalog.clusters.sim.layout import Layout
+from gpucatalog.core import errors, kubeapi
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 POLL_S = 0.5
@@ -326,7 +326,7 @@ class Kubelet:
         Blocking, with a time limit: init containers of the charts certified here are short.
         Returns False when one failed (the pod is reported and retried or failed per policy).
         """
-        from gpucatalog.catalog import executor
+        from gpucatalog.core import executor
 
         statuses: list[dict[str, Any]] = []
         for c in pod.spec.init_containers or []:
@@ -338,7 +338,7 @@ class Kubelet:
                     argv[0] = sys.executable
                 spec = self._write_spec(pod, c, run, argv, vols, token, kubeconfig)
                 try:
-                    proc = executor.run([sys.executable, "-m", "gpucatalog.validators.clusters.sim.podexec", str(spec)],
+                    proc = executor.run([sys.executable, "-m", "gpucatalog.clusters.sim.podexec", str(spec)],
                                         env={"PYTHONPATH": self.cfg.python_path}, check=False, timeout=120)
                     code = proc.returncode
                     (run.dir / f"{c.name}.log").write_text(proc.stdout + proc.stderr)
@@ -366,10 +366,10 @@ class Kubelet:
                 print(f"status of {run.namespace}/{run.name}: {exc.status} {exc.reason}", flush=True)
 
     def spawn(self, run: PodRun, cont: Container) -> None:
-        from gpucatalog.catalog import executor
+        from gpucatalog.core import executor
 
         cont.popen = executor.spawn(
-            [sys.executable, "-m", "gpucatalog.validators.clusters.sim.podexec", str(run.spec_file[cont.name])],
+            [sys.executable, "-m", "gpucatalog.clusters.sim.podexec", str(run.spec_file[cont.name])],
             log_path=run.dir / f"{cont.name}.log", env={"PYTHONPATH": self.cfg.python_path},
         )
         cont.rec = procs.record(run.dir, cont.name, cont.popen.pid)

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.toolchain import build
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")

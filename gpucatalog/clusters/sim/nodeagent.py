@@ -50,7 +50,7 @@ def write_nvidia_smi(node_dir: Path, final_dir: Path | None = None) -> Path:
 
 
 def _gpu_uuids(node_dir: Path) -> list[str]:
-    from gpucatalog.validators.clusters.sim import nodefs  # nodefs imports this module
+    from gpucatalog.clusters.sim import nodefs  # nodefs imports this module
 
     nodefs.ensure(node_dir.parent, node_dir.name, node_dir.parent.parent.name)
     try:
@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     import urllib3
     from kubernetes import client  # imported here: the nvidia-smi writer needs no client
 
-    from gpucatalog.catalog import kubeapi
-    from gpucatalog.validators.clusters.sim.layout import Layout
+    from gpucatalog.clusters.sim.layout import Layout
+    from gpucatalog.core import kubeapi
 
     ap = argparse.ArgumentParser(prog="sim-node-agent")
     ap.add_argument("--state", required=True, type=Path)

@@ -27,8 +27,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.validators.clusters.sim import nodeagent
-from gpucatalog.validators.clusters.sim.shapes import Shape
+from gpucatalog.clusters.shapes import Shape
+from gpucatalog.clusters.sim import nodeagent
 
 
 def gpu_uuid(cluster: str, node: str, index: int) -> str:
@@ -89,7 +89,7 @@ def ensure(nodes_dir: Path, node: str, cluster: str) -> Path | None:
     name = shape_name(nodes_dir, node)
     if name is None:
         return None
-    from gpucatalog.validators.clusters.sim import shapes
+    from gpucatalog.clusters import shapes
 
     tmp = nodes_dir / f".{node}.seeding.{os.getpid()}"
     seed(tmp, shapes.get(name), cluster, final_dir=d)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpucatalog.validators.clusters.sim.shapes import Shape
+from gpucatalog.clusters.shapes import Shape
 
 SIM_LABEL = "sim.gpu-catalog.dev/node"
 SHAPE_LABEL = "sim.gpu-catalog.dev/shape"

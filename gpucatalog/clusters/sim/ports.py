@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 
 def in_use(port: int, host: str = "127.0.0.1") -> bool:

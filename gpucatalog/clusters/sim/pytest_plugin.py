@@ -1,6 +1,6 @@
 """pytest fixtures for integration tests against the sim cluster.
 
-Enable with ``pytest_plugins = ["gpucatalog.validators.clusters.sim.pytest_plugin"]`` in the
+Enable with ``pytest_plugins = ["gpucatalog.clusters.sim.pytest_plugin"]`` in the
 root ``conftest.py``. Fixtures:
 
 ``sim_cluster``      session-scoped ``SimCluster`` with 8 ``h100-80gb-x8`` nodes (one cluster per
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.validators.clusters.sim.cluster import SimCluster, list_clusters
+from gpucatalog.clusters.sim.cluster import SimCluster, list_clusters
 
 NODES = 8
 SHAPE = "h100-80gb-x8"

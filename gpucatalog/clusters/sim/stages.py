@@ -11,14 +11,14 @@ from pathlib import Path
 
 import yaml
 
-from gpucatalog.validators.clusters.sim import images
+from gpucatalog.clusters.sim import images
 
 PLACEHOLDER = "__SIM_KUBELET_PODS__"
 
 
 def render(heartbeat_s: float = 300.0) -> str:
     """kwok.yaml text; ``heartbeat_s`` is the node status heartbeat period (Leases carry liveness)."""
-    stages = resources.files("gpucatalog.validators.clusters.sim").joinpath("data/kwok-stages.yaml").read_text()
+    stages = resources.files("gpucatalog.clusters.sim").joinpath("data/kwok-stages.yaml").read_text()
     expr = images.kwok_exclusion_jq()
     # the placeholder sits inside single quotes in YAML; double any single quote of the expression
     stages = stages.replace(PLACEHOLDER, expr.replace("'", "''"))

@@ -1,6 +1,6 @@
 """The per-cluster supervisor daemon: starts, watches, restarts and stops every process.
 
-``cluster.up`` spawns ``python -m gpucatalog.validators.clusters.sim.supervisor --state DIR`` in
+``cluster.up`` spawns ``python -m gpucatalog.clusters.sim.supervisor --state DIR`` in
 its own session and waits for ``state.json`` to say ``running`` (or ``failed``). The daemon
 starts the components of ``controlplane`` phase by phase (etcd, then the API server, then the
 rest), each in its own process group with its own log file and pid file, probes their health,
@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from gpucatalog.catalog import errors, executor
-from gpucatalog.validators.clusters.sim import pki as pki_mod
-from gpucatalog.validators.clusters.sim import procs
-from gpucatalog.validators.clusters.sim.config import ClusterConfig
-from gpucatalog.validators.clusters.sim.controlplane import Component, components
-from gpucatalog.validators.clusters.sim.layout import Layout
+from gpucatalog.clusters.sim import pki as pki_mod
+from gpucatalog.clusters.sim import procs
+from gpucatalog.clusters.sim.config import ClusterConfig
+from gpucatalog.clusters.sim.controlplane import Component, components
+from gpucatalog.clusters.sim.layout import Layout
+from gpucatalog.core import errors, executor
 
 PHASE_TIMEOUT_S = {"storage": 30.0, "api": 90.0}
 HEALTH_EVERY_S = 2.0

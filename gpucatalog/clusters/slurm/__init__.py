@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpucatalog.validators.clusters.slurm import cleanup
-from gpucatalog.validators.clusters.slurm.cluster import SlurmCluster
-from gpucatalog.validators.clusters.slurm.layout import Layout
-from gpucatalog.validators.clusters.slurm.spec import ClusterSpec, NodeSetSpec, PartitionSpec, from_manifests
+from gpucatalog.clusters.slurm import cleanup
+from gpucatalog.clusters.slurm.cluster import SlurmCluster
+from gpucatalog.clusters.slurm.layout import Layout
+from gpucatalog.clusters.slurm.spec import ClusterSpec, NodeSetSpec, PartitionSpec, from_manifests
 
 __all__ = ["ClusterSpec", "NodeSetSpec", "PartitionSpec", "SlurmCluster", "from_manifests", "stop_state_dir"]
 

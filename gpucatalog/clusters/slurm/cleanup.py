@@ -16,8 +16,8 @@ import signal
 import time
 from pathlib import Path
 
-from gpucatalog.validators.clusters.slurm import processes
-from gpucatalog.validators.clusters.slurm.layout import Layout
+from gpucatalog.clusters.slurm import processes
+from gpucatalog.clusters.slurm.layout import Layout
 
 
 def _recorded(layout: Layout) -> set[int]:

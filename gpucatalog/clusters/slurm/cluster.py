@@ -19,11 +19,11 @@ import secrets
 import time
 from pathlib import Path
 
-from gpucatalog.catalog import errors, executor
-from gpucatalog.validators.clusters.slurm import cleanup, config, devices, mariadb, munge, ports
-from gpucatalog.validators.clusters.slurm.layout import Layout
-from gpucatalog.validators.clusters.slurm.processes import Supervisor, log_tail
-from gpucatalog.validators.clusters.slurm.spec import ClusterSpec
+from gpucatalog.clusters.slurm import cleanup, config, devices, mariadb, munge, ports
+from gpucatalog.clusters.slurm.layout import Layout
+from gpucatalog.clusters.slurm.processes import Supervisor, log_tail
+from gpucatalog.clusters.slurm.spec import ClusterSpec
+from gpucatalog.core import errors, executor
 
 
 class SlurmCluster:

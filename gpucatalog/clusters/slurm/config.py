@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpucatalog.validators.clusters.slurm import spec as spec_mod
-from gpucatalog.validators.clusters.slurm.layout import Layout
+from gpucatalog.clusters.slurm import spec as spec_mod
+from gpucatalog.clusters.slurm.layout import Layout
 
 # Keys the sim must own: paths, ports, auth and the process model of one host. A shipped
 # extraConf line setting one of these is left out (and named in a comment) rather than breaking

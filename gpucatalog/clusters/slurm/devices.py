@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 NVIDIA_MAJOR = 195
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from gpucatalog.catalog import errors, executor
-from gpucatalog.validators.clusters.slurm.layout import Layout
-from gpucatalog.validators.clusters.slurm.processes import Supervisor, log_tail
+from gpucatalog.clusters.slurm.layout import Layout
+from gpucatalog.clusters.slurm.processes import Supervisor, log_tail
+from gpucatalog.core import errors, executor
 
 DB_USER = "slurm"
 

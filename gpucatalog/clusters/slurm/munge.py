@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import secrets
 
-from gpucatalog.validators.clusters.slurm.layout import Layout
-from gpucatalog.validators.clusters.slurm.processes import Supervisor
+from gpucatalog.clusters.slurm.layout import Layout
+from gpucatalog.clusters.slurm.processes import Supervisor
 
 
 def start(sup: Supervisor, layout: Layout) -> None:

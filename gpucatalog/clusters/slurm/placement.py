@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 SHAPE_ANNOTATION = "gpucatalog.io/node-shape"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpucatalog.catalog import errors, executor
-from gpucatalog.validators.clusters.slurm.layout import Layout
+from gpucatalog.clusters.slurm.layout import Layout
+from gpucatalog.core import errors, executor
 
 MARKER = "GPUCATALOG_SLURM_ROOT"
 

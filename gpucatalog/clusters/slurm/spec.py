@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 SLINKY_GROUP = "slinky.slurm.net"
 _GRES_RE = re.compile(r"^gpu:(?P<type>[A-Za-z0-9_.-]+):(?P<count>\d+)$")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 Result = Literal["passed", "failed", "skipped"]
 T = TypeVar("T")

@@ -26,7 +26,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.catalog import kubeapi, readiness
+from gpucatalog.catalog import readiness
+from gpucatalog.core import kubeapi
 from gpucatalog.validators.conformance import base, kai_math
 
 T = TypeVar("T")

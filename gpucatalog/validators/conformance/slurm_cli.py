@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpucatalog.catalog import errors, executor
+from gpucatalog.core import errors, executor
 from gpucatalog.validators.conformance.base import CaseFailed
 
 CMD_TIMEOUT = 30.0

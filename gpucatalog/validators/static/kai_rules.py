@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 GROUP = "scheduling.run.ai"
 RESOURCES = ("gpu", "cpu", "memory")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpucatalog.catalog import errors, executor
+from gpucatalog.core import errors, executor
 from gpucatalog.toolchain import build
 
 _START = re.compile(r"^\[(ERROR|WARNING|INFO)\]\s+(?:([^:\s]*):\s?)?(.*)$")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.toolchain import build
 
 # Bump when the conversion below changes: old cache files are then ignored and rebuilt.

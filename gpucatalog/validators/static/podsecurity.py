@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import objects, target, types
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"

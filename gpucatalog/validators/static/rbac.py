@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import target
 
 RULE_FIELDS = ("verbs", "apiGroups", "resources", "nonResourceURLs")

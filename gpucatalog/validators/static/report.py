@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 
 
 def finding_to_dict(f: errors.Finding) -> dict[str, str]:

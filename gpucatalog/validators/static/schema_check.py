@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 from jsonschema import validators
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import crds, objects, openapi, target
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}

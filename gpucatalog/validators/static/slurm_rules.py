@@ -2,7 +2,7 @@
 
 Input is the list of Kubernetes objects rendered from the ``slurm`` chart (and, for the CRD
 and operator rules, the ``slurm-operator`` chart). Rules, each reported as a
-:class:`~gpucatalog.catalog.errors.Finding` (rule, component, object, field):
+:class:`~gpucatalog.core.errors.Finding` (rule, component, object, field):
 
 - ``slurm.gres-types``: the Controller's slurm.conf has ``GresTypes`` listing ``gpu``.
 - ``slurm.nodeset-gres``: every NodeSet has ``Gres=gpu:<type>:N`` with N equal to its node
@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonschema
 
-from gpucatalog.catalog.errors import Finding
+from gpucatalog.core.errors import Finding
 
 SLINKY = "slinky.slurm.net"
 SUPPORTED_SLURM = ("25.11", "26.05")  # what Slinky 1.2.x runs (minimum-slurm-version 25.11)

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import objects, types
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import (
     crds,
     images,

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucatalog.catalog import cli, errors, executor
+from gpucatalog import cli
+from gpucatalog.clusters import provider, shapes
+from gpucatalog.clusters.kind import cluster, config, gpus
+from gpucatalog.core import errors, executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.clusters import provider
-from gpucatalog.validators.clusters.kind import cluster, config, gpus
-from gpucatalog.validators.clusters.sim import shapes
 
 H100 = shapes.get("h100-80gb-x8")
 

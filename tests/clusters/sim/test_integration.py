@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from gpucatalog.catalog import errors
-from gpucatalog.validators.clusters.sim import SimCluster, ports, procs
+from gpucatalog.clusters.sim import SimCluster, ports, procs
+from gpucatalog.core import errors
 
 pytestmark = pytest.mark.integration
 
@@ -191,7 +191,7 @@ def test_port_in_use_is_rejected_without_leftovers() -> None:
 
 def test_ctrl_c_during_up_leaves_no_orphans() -> None:
     root = Path(__file__).resolve().parents[2]
-    code = ("import sys; from gpucatalog.catalog import cli; cli.COMMAND_MODULES=('cluster',); "
+    code = ("import sys; from gpucatalog import cli; cli.COMMAND_MODULES=('cluster',); "
             "sys.exit(cli.main(sys.argv[1:]))")
     proc = subprocess.Popen([sys.executable, "-c", code, "cluster", "up", "--name", f"ctrlc-{os.getpid()}", "--nodes", "50"],
                             env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -14,18 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from gpucatalog.catalog import executor
-from gpucatalog.validators.clusters.sim.cluster import SimCluster, list_clusters
-from gpucatalog.validators.clusters.slurm import cleanup
-from gpucatalog.validators.clusters.slurm.layout import Layout
-
-from .conftest import ROOT, have_slurm, render
+from gpucatalog.clusters.sim.cluster import SimCluster, list_clusters
+from gpucatalog.clusters.slurm import cleanup
+from gpucatalog.clusters.slurm.layout import Layout
+from gpucatalog.core import executor
+from tests.conftest import REPO as ROOT
+from tests.conftest import RenderChart
+from tests.plugins.slurm_cluster import have_slurm
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
 STARTER = """
 import json, sys, time
-from gpucatalog.validators.clusters.sim.cluster import SimCluster
+from gpucatalog.clusters.sim.cluster import SimCluster
 c = SimCluster(sys.argv[1])
 c.up(2, "h100-80gb-x8")
 print(json.dumps(c.start_services(json.load(open(sys.argv[2])))), flush=True)
@@ -35,12 +36,11 @@ time.sleep(600)
 
 
 @pytest.mark.timeout(300)
-def test_down_after_a_crash_stops_every_slurm_process(tmp_path: Path) -> None:
+def test_down_after_a_crash_stops_every_slurm_process(tmp_path: Path, render_chart: RenderChart) -> None:
     if not have_slurm():
         pytest.skip("Slurm daemons (slurmctld, slurmd, munge) not installed or not root")
     name = f"slurm-crash-{os.getpid()}"
-    docs = render("slurm", 'nodesets={"h100":{"enabled":true,"replicas":2,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":8}}}',
-                  'accounting={"enabled":false}')
+    docs = render_chart("slurm", set_json=['nodesets={"h100":{"enabled":true,"replicas":2,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":8}}}', 'accounting={"enabled":false}'])
     objs = tmp_path / "objects.json"
     objs.write_text(json.dumps(docs))
     log = tmp_path / "starter.log"

@@ -13,11 +13,9 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from gpucatalog.catalog import cli as cli_mod
-from gpucatalog.catalog import errors, executor
-from gpucatalog.toolchain import build
-from gpucatalog.validators.clusters import provider
-from gpucatalog.validators.clusters.sim import (
+from gpucatalog import cli as cli_mod
+from gpucatalog.clusters import provider, shapes
+from gpucatalog.clusters.sim import (
     faults,
     images,
     nodefs,
@@ -25,9 +23,10 @@ from gpucatalog.validators.clusters.sim import (
     pki,
     podexec,
     procs,
-    shapes,
     stages,
 )
+from gpucatalog.core import errors, executor
+from gpucatalog.toolchain import build
 
 
 def test_shape_catalogue_has_required_shapes() -> None:
@@ -201,7 +200,7 @@ def test_corrupt_cached_binary_is_not_trusted(tmp_path: Path, monkeypatch: pytes
 
 def _cli(*argv: str) -> int:
     code = (
-        "import sys; from gpucatalog.catalog import cli; "
+        "import sys; from gpucatalog import cli; "
         "cli.COMMAND_MODULES = tuple(m for m in cli.COMMAND_MODULES if m in ('toolchain', 'cluster')) or ('cluster',); "
         "sys.exit(cli.main(sys.argv[1:]))"
     )

@@ -7,9 +7,9 @@ import os
 import time
 from pathlib import Path
 
-from gpucatalog.catalog import executor
-from gpucatalog.validators.clusters.slurm import cleanup, processes
-from gpucatalog.validators.clusters.slurm.layout import Layout
+from gpucatalog.clusters.slurm import cleanup, processes
+from gpucatalog.clusters.slurm.layout import Layout
+from gpucatalog.core import executor
 
 
 def test_recorded_pid_with_other_start_time_is_not_killed(tmp_path: Path) -> None:

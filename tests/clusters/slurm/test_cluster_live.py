@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gpucatalog.catalog import errors, executor
-from gpucatalog.validators.clusters import slurm
-from gpucatalog.validators.clusters.slurm import cleanup
-from gpucatalog.validators.clusters.slurm.layout import Layout
-
-from .conftest import ROOT, have_slurm
+from gpucatalog.clusters import slurm
+from gpucatalog.clusters.slurm import cleanup
+from gpucatalog.clusters.slurm.layout import Layout
+from gpucatalog.core import errors, executor
+from tests.conftest import REPO as ROOT
+from tests.plugins.slurm_cluster import have_slurm
 
 pytestmark = pytest.mark.slurm
 
@@ -46,8 +46,8 @@ def test_second_cluster_on_same_state_dir_conflicts(live_cluster: slurm.SlurmClu
 CRASHER = """
 import os, sys
 from pathlib import Path
-from gpucatalog.validators.clusters import slurm
-from gpucatalog.catalog import executor
+from gpucatalog.clusters import slurm
+from gpucatalog.core import executor
 spec = slurm.ClusterSpec("crash", (slurm.NodeSetSpec("h100", 2, "h100", 8),),
     ("GresTypes=gpu", "PartitionName=batch Nodes=h100 Default=YES"), accounting=True)
 c = slurm.SlurmCluster(spec, Path(sys.argv[1]))

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from gpucatalog.catalog import errors
-from gpucatalog.validators.clusters import slurm
-from gpucatalog.validators.clusters.slurm import config
-from gpucatalog.validators.clusters.slurm.layout import Layout
-
-from .conftest import render
+from gpucatalog.clusters import slurm
+from gpucatalog.clusters.slurm import config
+from gpucatalog.clusters.slurm.layout import Layout
+from gpucatalog.core import errors
+from tests.conftest import RenderChart
 
 TWO_SHAPES = (
     'nodesets={"h100":{"enabled":true,"replicas":2,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":8}},'
@@ -24,16 +23,16 @@ def _ports(spec: slurm.ClusterSpec) -> config.Ports:
     return config.Ports(slurmctld=7000, slurmdbd=7001, mysql=7002, slurmd={n: 7100 + i for i, n in enumerate(nodes)})
 
 
-def test_spec_follows_rendered_nodesets_and_partitions() -> None:
-    spec = slurm.from_manifests(render("slurm", TWO_SHAPES, 'partitions={"batch":{"nodesets":["h100","a100"],"priorityTier":1,"default":true},"urgent":{"nodesets":["h100"],"priorityTier":9},"priority":null}'))
+def test_spec_follows_rendered_nodesets_and_partitions(render_chart: RenderChart) -> None:
+    spec = slurm.from_manifests(render_chart("slurm", set_json=[TWO_SHAPES, 'partitions={"batch":{"nodesets":["h100","a100"],"priorityTier":1,"default":true},"urgent":{"nodesets":["h100"],"priorityTier":9},"priority":null}']))
     assert {(ns.name, ns.replicas, ns.gpu_type, ns.gpus) for ns in spec.nodesets} == {("h100", 2, "h100", 8), ("a100", 3, "a100", 8)}
     assert spec.accounting is True  # the default chart references an Accounting CR
     tiers = {p.name: (p.priority_tier, p.nodes) for p in spec.partitions}
     assert tiers == {"batch": (1, ("h100", "a100")), "urgent": (9, ("h100",))}
 
 
-def test_slurm_conf_carries_shipped_extra_conf_and_one_record_per_node(tmp_path: Path) -> None:
-    spec = slurm.from_manifests(render("slurm", TWO_SHAPES))
+def test_slurm_conf_carries_shipped_extra_conf_and_one_record_per_node(tmp_path: Path, render_chart: RenderChart) -> None:
+    spec = slurm.from_manifests(render_chart("slurm", set_json=[TWO_SHAPES]))
     lay = Layout(tmp_path)
     text = config.slurm_conf(spec, lay, _ports(spec))
     lines = text.splitlines()
@@ -51,16 +50,16 @@ def test_slurm_conf_carries_shipped_extra_conf_and_one_record_per_node(tmp_path:
     assert f"NodeName=h100-0 Name=gpu Type=h100 File={tmp_path}/dev/nvidia[0-7]" in gres.splitlines()
 
 
-def test_sim_owned_keys_in_extra_conf_are_left_out_and_named() -> None:
-    base = slurm.from_manifests(render("slurm", TWO_SHAPES))
+def test_sim_owned_keys_in_extra_conf_are_left_out_and_named(render_chart: RenderChart) -> None:
+    base = slurm.from_manifests(render_chart("slurm", set_json=[TWO_SHAPES]))
     spec = slurm.ClusterSpec(base.cluster_name, base.nodesets, base.extra_conf + ("SlurmctldPort=6817", "ProctrackType=proctrack/cgroup"), base.accounting)
     text = config.slurm_conf(spec, Layout(Path("/x")), _ports(spec))
     assert "SlurmctldPort=6817" not in text and "ProctrackType=proctrack/cgroup" not in text
     assert "left out: ProctrackType, SlurmctldPort" in text
 
 
-def test_nodeset_without_gres_is_input_error() -> None:
-    docs = render("slurm")
+def test_nodeset_without_gres_is_input_error(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm")
     for d in docs:
         if d["kind"] == "NodeSet":
             d["spec"]["extraConf"] = "Features=x"
@@ -68,14 +67,14 @@ def test_nodeset_without_gres_is_input_error() -> None:
         slurm.from_manifests(docs)
 
 
-def test_missing_controller_is_input_error() -> None:
-    docs = [d for d in render("slurm") if d["kind"] != "Controller"]
+def test_missing_controller_is_input_error(render_chart: RenderChart) -> None:
+    docs = [d for d in render_chart("slurm") if d["kind"] != "Controller"]
     with pytest.raises(errors.InputError, match="Controller"):
         slurm.from_manifests(docs)
 
 
-def test_node_names_can_follow_the_sim_kubernetes_nodes(tmp_path: Path) -> None:
-    docs = render("slurm")
+def test_node_names_can_follow_the_sim_kubernetes_nodes(tmp_path: Path, render_chart: RenderChart) -> None:
+    docs = render_chart("slurm")
     spec = slurm.from_manifests(docs, node_names={"h100": ["sim-gpu-0", "sim-gpu-1"]})
     text = config.slurm_conf(spec, Layout(tmp_path), _ports(spec))
     assert "NodeName=sim-gpu-1 " in text and "NodeName=h100-0 " not in text

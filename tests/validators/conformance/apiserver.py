@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from gpucatalog.catalog import executor
+from gpucatalog.core import executor
 from gpucatalog.toolchain import build
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucatalog.catalog import executor
+from gpucatalog.core import executor
 from gpucatalog.toolchain import build
 from gpucatalog.validators.conformance import SUITES, base, kai_cluster
-from tests.conformance.apiserver import api_server
+from tests.validators.conformance.apiserver import api_server
 
 pytestmark = pytest.mark.integration
 CRDS = Path(__file__).resolve().parents[2] / "charts/kai-scheduler/crds"

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.validators.clusters import slurm
-from gpucatalog.validators.clusters.slurm import cleanup
+from gpucatalog.clusters import slurm
+from gpucatalog.clusters.slurm import cleanup
 from gpucatalog.validators.conformance import base, slurm_suite
-
-from .conftest import have_slurm, render
+from tests.conftest import RenderChart
+from tests.plugins.slurm_cluster import have_slurm
 
 pytestmark = pytest.mark.slurm
 
@@ -61,10 +61,10 @@ def test_suite_passes_on_live_cluster(live_cluster: slurm.SlurmCluster, tmp_path
 
 
 @pytest.mark.timeout(180)
-def test_slurmctld_killed_mid_suite_fails_with_cause_and_down_cleans(tmp_path: Path) -> None:
+def test_slurmctld_killed_mid_suite_fails_with_cause_and_down_cleans(tmp_path: Path, render_chart: RenderChart) -> None:
     if not have_slurm():
         pytest.skip("Slurm daemons not installed or not root")
-    spec = slurm.from_manifests(render("slurm", 'nodesets={"h100":{"enabled":true,"replicas":2,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":8}}}'), accounting=False)
+    spec = slurm.from_manifests(render_chart("slurm", set_json=['nodesets={"h100":{"enabled":true,"replicas":2,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":8}}}']), accounting=False)
     spec = slurm.ClusterSpec(
         spec.cluster_name, spec.nodesets,
         tuple(line for line in spec.extra_conf if not line.startswith("AccountingStorage")), accounting=False,

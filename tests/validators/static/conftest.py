@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import ComponentObjects, PolicyConfig, validate_objects
 
 KUBE = "1.36"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import lint_chart
 from gpucatalog.validators.static.lint import parse_output
 

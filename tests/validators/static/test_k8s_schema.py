@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import ComponentObjects, PolicyConfig
 
 POD = "spec.template.spec"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import ComponentObjects, PolicyConfig
 
 POD = "spec.template.spec"

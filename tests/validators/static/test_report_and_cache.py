@@ -9,7 +9,7 @@ import json
 import pytest
 
 import gpucatalog.validators.static as static
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import ComponentObjects, openapi
 
 

@@ -6,25 +6,26 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.catalog import errors
+from gpucatalog.core import errors
 from gpucatalog.validators.static import slurm_rules
-
-from .conftest import SHAPES, crds, render
+from tests.conftest import REPO as ROOT
+from tests.conftest import RenderChart
+from tests.plugins.slurm_cluster import SHAPES, crds
 
 
 def _rules(findings: list[Any]) -> set[str]:
     return {f.rule for f in findings}
 
 
-def test_default_charts_pass_every_rule() -> None:
-    docs = render("slurm")
+def test_default_charts_pass_every_rule(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm")
     assert slurm_rules.check(docs, SHAPES) == []
     assert slurm_rules.check_crs(crds(), docs) == []
-    assert slurm_rules.check_operator(render("slurm-operator")) == []
+    assert slurm_rules.check_operator(render_chart("slurm-operator")) == []
 
 
-def test_gres_count_differs_from_node_shape() -> None:
-    docs = render("slurm", 'nodesets={"h100":{"enabled":true,"replicas":1,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":4}}}')
+def test_gres_count_differs_from_node_shape(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm", set_json=['nodesets={"h100":{"enabled":true,"replicas":1,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":4}}}'])
     found = [f for f in slurm_rules.check(docs, SHAPES) if f.rule == "slurm.nodeset-gres"]
     assert len(found) == 1
     f = found[0]
@@ -32,8 +33,8 @@ def test_gres_count_differs_from_node_shape() -> None:
     assert "4" in f.message and "8" in f.message
 
 
-def test_gpu_limit_must_match_gres() -> None:
-    docs = render("slurm")
+def test_gpu_limit_must_match_gres(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm")
     for d in docs:
         if d["kind"] == "NodeSet":
             d["spec"]["slurmd"]["resources"]["limits"]["nvidia.com/gpu"] = 2
@@ -41,56 +42,56 @@ def test_gpu_limit_must_match_gres() -> None:
     assert [(f.obj, f.field) for f in found] == [("NodeSet/h100", "spec.slurmd.resources.limits")]
 
 
-def test_unknown_shape_is_reported() -> None:
-    docs = render("slurm", 'nodesets={"b200":{"enabled":true,"replicas":1,"shape":"b200-180gb-x8","gpu":{"type":"b200","count":8}}}', 'partitions={"p":{"nodesets":["b200"],"priorityTier":1}}')
+def test_unknown_shape_is_reported(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm", set_json=['nodesets={"b200":{"enabled":true,"replicas":1,"shape":"b200-180gb-x8","gpu":{"type":"b200","count":8}}}', 'partitions={"p":{"nodesets":["b200"],"priorityTier":1}}'])
     assert _rules(slurm_rules.check(docs, SHAPES)) == {"slurm.nodeset-gres"}
 
 
-def test_partition_naming_missing_nodeset() -> None:
-    docs = render("slurm", 'partitions={"batch":{"nodesets":["h100","h200"],"priorityTier":1}}')
+def test_partition_naming_missing_nodeset(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm", set_json=['partitions={"batch":{"nodesets":["h100","h200"],"priorityTier":1}}'])
     found = slurm_rules.check(docs, SHAPES)
     assert [(f.rule, f.obj, f.field) for f in found] == [("slurm.partition-nodeset", "partition/batch", "Nodes")]
     assert "'h200'" in found[0].message
 
 
-def test_gres_types_gpu_must_be_set() -> None:
-    docs = render("slurm", 'controller={"extraConfMap":{"GresTypes":null}}')
+def test_gres_types_gpu_must_be_set(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm", set_json=['controller={"extraConfMap":{"GresTypes":null}}'])
     found = slurm_rules.check(docs, SHAPES)
     assert _rules(found) == {"slurm.gres-types"}
     assert found[0].obj == "Controller/slurm"
 
 
-def test_tiers_without_requeue_preemption() -> None:
-    docs = render("slurm", 'controller={"extraConfMap":{"PreemptType":null,"PreemptMode":"CANCEL"}}')
+def test_tiers_without_requeue_preemption(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm", set_json=['controller={"extraConfMap":{"PreemptType":null,"PreemptMode":"CANCEL"}}'])
     msgs = [f.message for f in slurm_rules.check(docs, SHAPES) if f.rule == "slurm.preemption"]
     assert len(msgs) == 2
 
 
-def test_unsupported_slurm_version() -> None:
-    docs = render("slurm", 'slurmVersion="22.05"', 'image={"registry":"ghcr.io/slinkyproject","tag":"22.05-ubuntu22.04"}')
+def test_unsupported_slurm_version(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm", set_json=['slurmVersion="22.05"', 'image={"registry":"ghcr.io/slinkyproject","tag":"22.05-ubuntu22.04"}'])
     found = [f for f in slurm_rules.check(docs, SHAPES) if f.rule == "slurm.version"]
     # annotation + slurmctld + slurmd + slurmrestd + slurmdbd images
     assert len(found) == 5
     assert {f.field for f in found} >= {"metadata.annotations.gpucatalog.io/slurm-version", "spec.slurmd.image"}
 
 
-def test_operator_off_the_supported_line() -> None:
-    docs = render("slurm-operator")
+def test_operator_off_the_supported_line(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm-operator")
     for d in docs:
         if d["kind"] == "Deployment":
             d["spec"]["template"]["spec"]["containers"][0]["image"] = "ghcr.io/slinkyproject/slurm-operator:1.1.2"
     assert _rules(slurm_rules.check_operator(docs)) == {"slurm.operator-version"}
 
 
-def test_values_schema_rejects_bad_input_before_render() -> None:
+def test_values_schema_rejects_bad_input_before_render(render_chart: RenderChart) -> None:
     with pytest.raises(errors.ToolError, match="count"):
-        render("slurm", 'nodesets={"h100":{"enabled":true,"replicas":1,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":"eight"}}}')
+        render_chart("slurm", set_json=['nodesets={"h100":{"enabled":true,"replicas":1,"shape":"h100-80gb-x8","gpu":{"type":"h100","count":"eight"}}}'])
     with pytest.raises(errors.ToolError, match="tag"):
-        render("slurm-operator", 'image={"repository":"ghcr.io/slinkyproject/slurm-operator","tag":"1.1.2"}')
+        render_chart("slurm-operator", set_json=['image={"repository":"ghcr.io/slinkyproject/slurm-operator","tag":"1.1.2"}'])
 
 
-def test_crd_schema_catches_a_bad_cr() -> None:
-    docs = render("slurm")
+def test_crd_schema_catches_a_bad_cr(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm")
     for d in docs:
         if d["kind"] == "NodeSet":
             d["spec"]["replicas"] = -1
@@ -100,8 +101,8 @@ def test_crd_schema_catches_a_bad_cr() -> None:
     assert len(found) == 2
 
 
-def test_operator_rbac_is_least_privilege() -> None:
-    docs = render("slurm-operator", 'namespaces=["slurm"]')
+def test_operator_rbac_is_least_privilege(render_chart: RenderChart) -> None:
+    docs = render_chart("slurm-operator", set_json=['namespaces=["slurm"]'])
     kinds = [(d["kind"], d["metadata"].get("namespace")) for d in docs if d["kind"] in ("Role", "ClusterRole")]
     # Namespaced operator: workload rules only in the watched namespace; cluster scope only for nodes.
     assert ("ClusterRole", None) in kinds and ("Role", "slurm") in kinds
@@ -115,24 +116,22 @@ def test_operator_rbac_is_least_privilege() -> None:
 
 
 @pytest.mark.parametrize("scenario", ["sim-values.yaml", "three-shapes-values.yaml"])
-def test_ci_scenarios_render_and_validate(scenario: str, tmp_path: Any) -> None:
+def test_ci_scenarios_render_and_validate(scenario: str, tmp_path: Any, render_chart: RenderChart) -> None:
     import yaml
 
-    from .conftest import ROOT
 
     values = yaml.safe_load((ROOT / "charts/slurm/ci" / scenario).read_text())
-    docs = render("slurm", values=values, tmp=tmp_path)
+    docs = render_chart("slurm", values)
     assert slurm_rules.check(docs, SHAPES) == []
     assert slurm_rules.check_crs(crds(), docs) == []
 
 
-def test_operator_ci_scenario(tmp_path: Any) -> None:
+def test_operator_ci_scenario(tmp_path: Any, render_chart: RenderChart) -> None:
     import yaml
 
-    from .conftest import ROOT
 
     values = yaml.safe_load((ROOT / "charts/slurm-operator/ci/namespaced-values.yaml").read_text())
-    docs = render("slurm-operator", values=values, tmp=tmp_path)
+    docs = render_chart("slurm-operator", values)
     assert slurm_rules.check_operator(docs) == []
     args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--propagated-node-conditions=GpuHealthy" in args

@@ -1,4 +1,4 @@
-"""Fixtures for the pipelines tests: real keys, real signed evidence from real suite runs."""
+"""A pytest plugin (loaded by the root conftest): signing keys, a catalog folder that trusts them, signed evidence, and a real local OCI registry, for the pipelines and CLI tests."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucatalog.catalog import executor
+from gpucatalog.core import executor
 from gpucatalog.pipelines import evidence, keys, sample, trust
 from gpucatalog.validators.conformance import base
 
