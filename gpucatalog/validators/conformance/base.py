@@ -15,7 +15,10 @@ from typing import Any, Literal, TypeVar
 
 from gpucatalog.core import errors
 
+# A case passed, failed, or was not run ("skipped": its reason says why). Every case of a suite
+# is required: one not run makes the suite "incomplete", which is never a pass.
 Result = Literal["passed", "failed", "skipped"]
+Verdict = Literal["passed", "failed", "incomplete"]
 T = TypeVar("T")
 
 
@@ -28,6 +31,11 @@ class CaseFailed(errors.CheckFailed):
 
 class WaitTimeout(CaseFailed):
     """A wait ran out; the message names the condition that never became true."""
+
+
+class CaseNotRun(errors.CatalogError):
+    """A case cannot run on this cluster (no fault injection, …): recorded as not run, which
+    makes its suite incomplete, never passed. The message says what is missing."""
 
 
 @dataclass
@@ -57,10 +65,8 @@ class SuiteResult:
     started: float = 0.0
 
     @property
-    def result(self) -> Result:
-        if any(c.result == "failed" for c in self.cases) or not self.cases:
-            return "failed"
-        return "passed"
+    def result(self) -> Verdict:
+        return verdict([c.result for c in self.cases])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +90,16 @@ class SuiteContext:
     # Extra endpoints a suite may use besides Kubernetes (e.g. {"slurm_conf": "/path/slurm.conf"}).
     endpoints: dict[str, str] = field(default_factory=dict)
     log: Callable[[str], None] = lambda _m: None
+
+
+def verdict(case_results: list[str]) -> Verdict:
+    """A suite's verdict from its cases: failed if any failed (or none ran at all), incomplete if
+    any was not run, passed only when every case passed."""
+    if not case_results or "failed" in case_results:
+        return "failed"
+    if any(r != "passed" for r in case_results):
+        return "incomplete"
+    return "passed"
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 0.2) -> T:
@@ -112,6 +128,9 @@ def run_cases(name: str, ctx: SuiteContext, cases: list[tuple[str, Case]]) -> Su
         ctx.log(f"{name}/{case_name}: running")
         try:
             fn(ctx, res)
+        except CaseNotRun as exc:
+            res.result = "skipped"
+            res.reason = f"not run: {exc}"
         except errors.CatalogError as exc:
             res.result = "failed"
             res.reason = str(exc)
