@@ -18,7 +18,7 @@ from gpucatalog.validators.conformance import SUITES, base, kai_cluster
 from tests.validators.conformance.apiserver import api_server
 
 pytestmark = pytest.mark.integration
-CRDS = Path(__file__).resolve().parents[2] / "charts/kai-scheduler/crds"
+CRDS = Path(__file__).resolve().parents[3] / "charts/kai-scheduler/crds"
 
 
 @pytest.fixture(scope="module")
