@@ -18,8 +18,8 @@ lint:
 test: setup lint
 	python3 -m pytest -q
 
-## unit: the fast tests only (no cluster, Slurm or registry)
+## unit: the fast tests only (no toolchain binary, cluster, Slurm or registry)
 unit:
-	python3 -m pytest -q -m "not integration and not slurm and not registry and not kind"
+	python3 -m pytest -q -m "not toolchain and not integration and not slurm and not registry and not kind"
 
 .PHONY: help setup lint test unit
