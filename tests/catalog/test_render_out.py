@@ -13,6 +13,8 @@ from gpucatalog.catalog import loader, render
 from gpucatalog.cli import main
 from gpucatalog.core import errors
 
+pytestmark = pytest.mark.toolchain  # renders with the pinned helm
+
 
 def _tree(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}

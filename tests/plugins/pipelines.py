@@ -105,7 +105,7 @@ class LocalRegistry:
 
     def catalog(self) -> list[str]:
         import json
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/_catalog") as r:  # noqa: S310
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/_catalog") as r:
             repos: list[str] = json.loads(r.read())["repositories"]
             return repos
 
@@ -135,7 +135,7 @@ def start_registry(tmp_path: Path) -> Iterator[Callable[[str], LocalRegistry]]:
         deadline = time.monotonic() + 20
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1):  # noqa: S310
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1):
                     break
             except (urllib.error.URLError, ConnectionError):
                 if proc.poll() is not None or time.monotonic() > deadline:

@@ -1,16 +1,14 @@
 """Hostile-input tests: every attack of issue 14 kept as a regression test. They share the small
 self-contained catalog of the catalog tests (one demo chart, two components, one bundle)."""
 
+import pytest
+import yaml
+
+from gpucatalog.catalog import loader, render
+from gpucatalog.pipelines import keys, promote, trust
 from tests.catalog.conftest import mini_catalog
 
 __all__ = ["mini_catalog"]
-
-
-import pytest  # noqa: E402
-import yaml  # noqa: E402
-
-from gpucatalog.catalog import loader, render  # noqa: E402
-from gpucatalog.pipelines import keys, promote, trust  # noqa: E402
 
 
 @pytest.fixture

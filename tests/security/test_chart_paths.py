@@ -13,6 +13,8 @@ import pytest
 from gpucatalog.catalog import loader, render
 from gpucatalog.cli import main
 
+pytestmark = pytest.mark.toolchain  # renders with the pinned helm
+
 LEAK = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: leak}\ndata:\n  x: {{ .Files.Get "files/data" | quote }}\n'
 
 

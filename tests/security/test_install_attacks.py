@@ -13,6 +13,8 @@ import pytest
 from gpucatalog.cli import main
 from gpucatalog.pipelines import channels, keys, trust
 
+pytestmark = pytest.mark.toolchain  # renders with the pinned helm
+
 KC_UNREACHABLE = ("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
                   "users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
                   "current-context: c\n")

@@ -9,6 +9,8 @@ import pytest
 
 from gpucatalog.cli import main
 
+pytestmark = pytest.mark.toolchain  # renders with the pinned helm
+
 
 def test_bad_priority_class_name_in_bundle_values_fails_validate(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = repo_copy / "bundles" / "gpu-scheduling" / "0.1.0.yaml"
