@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
 from gpucatalog.core import errors
 
 # A case passed, failed, or was not run ("skipped": its reason says why). Every case of a suite
@@ -143,8 +146,23 @@ def holds(what: str, probe: Callable[[], bool], seconds: float, interval: float 
 Case = Callable[[SuiteContext, CaseResult], None]
 
 
+def _reason(exc: BaseException) -> str:
+    """A failure's reason, with the one it interrupted first: a cleanup wait that times out inside
+    a ``finally`` must not hide why the case really failed."""
+    own = str(exc) if isinstance(exc, errors.CatalogError) else f"{type(exc).__name__}: {exc}"
+    first = exc.__context__
+    if first is not None and first is not exc and isinstance(first, errors.CatalogError | ApiException | HTTPError | OSError):
+        return f"{_reason(first)} (then, while cleaning up: {own})"
+    return own
+
+
+# What a case may raise besides our own errors: the Kubernetes client's, and an unreachable API.
+CASE_ERRORS = (errors.CatalogError, ApiException, HTTPError, OSError, ValueError, KeyError, TypeError)
+
+
 def run_cases(name: str, ctx: SuiteContext, cases: list[tuple[str, Case]]) -> SuiteResult:
-    """Run each case, timing it; a ``CaseFailed`` (or other ``CatalogError``) fails only that case."""
+    """Run each case, timing it; a ``CaseFailed``, another ``CatalogError`` or a Kubernetes API
+    error fails only that case, with its reason (an API error never ends certify in a traceback)."""
     started = time.time()
     t0 = time.monotonic()
     results: list[CaseResult] = []
@@ -157,9 +175,9 @@ def run_cases(name: str, ctx: SuiteContext, cases: list[tuple[str, Case]]) -> Su
         except CaseNotRun as exc:
             res.result = "skipped"
             res.reason = f"not run: {exc}"
-        except errors.CatalogError as exc:
+        except CASE_ERRORS as exc:
             res.result = "failed"
-            res.reason = str(exc)
+            res.reason = _reason(exc)
         res.seconds = time.monotonic() - c0
         ctx.log(f"{name}/{case_name}: {res.result} {res.reason}")
         results.append(res)
