@@ -33,7 +33,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--signing-key", type=Path, help="Ed25519 private key (default: a local key, made on first use)")
     p.add_argument("--cluster-name", default="certify", help="name of the sim/kind cluster to start (default: certify)")
     p.add_argument("--keep-cluster", action="store_true", help="leave the started cluster running afterwards")
-    p.add_argument("--ready-timeout", type=int, default=120, help="seconds to wait for the cluster to be ready (default 120)")
+    p.add_argument("--ready-timeout", type=int, default=180,
+                   help="seconds to wait for the cluster to be ready, and then for each component's readiness gate "
+                        "after its install (default 180)")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.set_defaults(func=run)
 

@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--allow-uncertified", action="store_true", help="install a version that is not in the channel")
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--timeout", type=int, default=300, help="seconds to wait for each component (default 300)")
+    p.add_argument("--ready-timeout", type=int,
+                   help="seconds to wait for each component's readiness gate after its install (default: --timeout)")
     p.add_argument(
         "--no-readiness-gate",
         action="store_true",
@@ -83,6 +85,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         progress=lambda m: print(m, file=sys.stderr),
         gates=not args.no_readiness_gate,
+        ready_timeout_s=args.ready_timeout,
     )
     for d in done:
         print(f"{d.component:18} release {d.release} in {d.namespace}, revision {d.revision} ({d.seconds:.1f}s)")

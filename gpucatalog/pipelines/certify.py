@@ -35,7 +35,7 @@ class Options:
     cluster_name: str = "certify"
     keep_cluster: bool = False
     install_timeout_s: int = 300
-    ready_timeout_s: int = 120  # for the cluster's API server and nodes
+    ready_timeout_s: int = 180  # for the cluster's API server and nodes, and for each component's readiness gate
 
 
 @dataclass
@@ -231,14 +231,19 @@ def _on_cluster(
         except errors.CatalogError as exc:
             results.append(_failed_step("services", str(exc), time.monotonic() - t1))
             return results
+        not_ready: list[str] = []
         try:
-            # No readiness gates here: each suite's preflight checks the components it needs (KAI's
-            # Config conditions …) and names what is missing, so one broken component fails only
-            # the suites that depend on it.
-            install.install(rb, kubeconfig, timeout_s=opts.install_timeout_s, progress=say, gates=False)
+            # Each component's readiness gate, in order, before any suite (KAI's webhooks must serve
+            # before team-queues' Queues arrive). A gate that times out fails the run, naming what
+            # is not ready, and the suites still run: their preflights say what they miss.
+            done = install.install(rb, kubeconfig, timeout_s=opts.install_timeout_s, progress=say, gates=True,
+                                   ready_timeout_s=opts.ready_timeout_s, not_ready=lambda e: not_ready.append(str(e)))
         except errors.CatalogError as exc:
             results.append(_failed_step("install", str(exc), time.monotonic() - t1))
             return results
+        info["readiness"] = {d.component: d.readiness for d in done}
+        if not_ready:
+            results.append(_failed_step("readiness", "; ".join(not_ready), time.monotonic() - t1))
         info["live"], info["simulated"] = cluster_facts.live_and_simulated(prov)
         params: dict[str, Any] = {"bundle_values": {c.name: c.values for c in rb.components}}
         if isinstance(prov, providers.InjectsFaults):
