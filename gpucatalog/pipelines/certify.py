@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from gpucatalog.catalog import install, model, render
 from gpucatalog.clusters import provider as providers
 from gpucatalog.core import errors
-from gpucatalog.pipelines import cluster_facts, evidence, keys
+from gpucatalog.pipelines import cluster_facts, evidence, keys, logscan
 from gpucatalog.toolchain import build
 from gpucatalog.validators import bundle_checks
 from gpucatalog.validators.conformance import SUITES, base
@@ -148,6 +150,20 @@ def _start_services(prov: providers.ClusterProvider, rb: render.RenderedBundle, 
     return started
 
 
+def _scan_logs(rb: render.RenderedBundle, kubeconfig: Path, opts: Options, results: list[base.SuiteResult],
+               say: Say) -> None:
+    """The ``logs`` suite: components' declared fatal log lines (KAI: ``forbidden``); the logs
+    read are kept with the evidence."""
+    keep = opts.evidence_dir / "logs" / "pods" if opts.evidence_dir is not None else None
+    try:
+        scanned = logscan.scan(rb, kubeconfig, keep, say)
+    except (OSError, ApiException) as exc:
+        results.append(_failed_step("logs", f"could not scan the components' logs: {exc}", 0.0))
+        return
+    if scanned is not None:
+        results.append(scanned)
+
+
 def _signing_key(opts: Options, say: Say) -> Path:
     if opts.signing_key is not None:
         keys.load_private(opts.signing_key)  # permissions and format checked before any work
@@ -205,7 +221,7 @@ def _on_cluster(
         raise errors.InputError(f"cluster provider {kind!r} cannot run here: {providers.unavailable_reason(prov)}", field="--cluster")
     _check_suite_needs(prov, kind, suite_names)
     results: list[base.SuiteResult] = []
-    started_cluster = False
+    started_cluster = installing = False
     t0 = time.monotonic()
     try:
         if kind == "kubeconfig":
@@ -232,6 +248,7 @@ def _on_cluster(
             results.append(_failed_step("services", str(exc), time.monotonic() - t1))
             return results
         not_ready: list[str] = []
+        installing = True
         try:
             # Each component's readiness gate, in order, before any suite (KAI's webhooks must serve
             # before team-queues' Queues arrive). A gate that times out fails the run, naming what
@@ -258,6 +275,8 @@ def _on_cluster(
             results.append(suite.run(ctx))
         return results
     finally:
+        if installing:
+            _scan_logs(rb, kubeconfig, opts, results, say)
         failed = any(r.result == "failed" for r in results)
         if failed and opts.evidence_dir is not None:
             try:
