@@ -3,12 +3,18 @@ bundle's order, waiting for readiness. Called by ``catalog install/uninstall`` a
 
 A component is installed from its chart with exactly the values the render used, so the release
 matches the rendered digest. A component with a kustomize overlay is installed from its rendered
-manifests (wrapped as a one-template chart), because Helm cannot apply the overlay itself.
+manifests (wrapped as a one-template chart), because Helm cannot apply the overlay itself. Each
+release's description says what vouched for it (a channel's certificate, or --allow-uncertified).
+
+``target`` checks the cluster before anything is applied: the kubeconfig must exist, parse,
+name a server, and that server must answer. Otherwise it is bad input (exit 2); helm and the
+Kubernetes client would otherwise fall back to ``localhost:8080`` for an empty file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,7 +26,7 @@ import pyhelm3
 import pyhelm3.errors
 
 from gpucatalog.catalog import readiness, render
-from gpucatalog.core import errors
+from gpucatalog.core import errors, kubeapi
 from gpucatalog.toolchain import build
 
 Progress = Callable[[str], None]
@@ -36,6 +42,53 @@ class Installed:
     # "ready", "simulated" (a gate that cannot be met by simulated pods, not checked), "not ready:
     # …" (only with a ``not_ready`` handler), or "" without gates
     readiness: str = ""
+
+
+def kubeconfig_path(given: Path | None) -> Path:
+    """--kubeconfig, else the first file of $KUBECONFIG, else ~/.kube/config; it must exist."""
+    if given is not None:
+        path, source = given.expanduser(), "--kubeconfig"
+    elif os.environ.get("KUBECONFIG", "").strip():
+        path, source = Path(os.environ["KUBECONFIG"].split(os.pathsep)[0]).expanduser(), "$KUBECONFIG"
+    else:
+        path, source = Path.home() / ".kube" / "config", "~/.kube/config (no --kubeconfig or $KUBECONFIG)"
+    if not path.is_file():
+        raise errors.NotFoundError(f"kubeconfig not found: {path}", field=source,
+                                   expected="a kubeconfig file of the target cluster")
+    return path
+
+
+def target(given: Path | None, timeout_s: float = 10) -> tuple[Path, str]:
+    """(kubeconfig, API server URL) of a cluster that answers; InputError (exit 2) naming what is
+    wrong with the kubeconfig otherwise."""
+    import urllib3.exceptions
+    import yaml
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config import ConfigException
+
+    path = kubeconfig_path(given)
+    if not path.read_bytes().strip():
+        raise errors.InputError("kubeconfig is empty; refusing to fall back to localhost:8080", path=str(path),
+                                field="--kubeconfig")
+    try:
+        api = kubeapi.client_for(path, retries=0)
+    except (ConfigException, yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+        raise errors.InputError(f"not a usable kubeconfig: {str(exc).splitlines()[0][:200]}", path=str(path),
+                                field="--kubeconfig") from exc
+    host = str(api.configuration.host or "")
+    if not host or host.rstrip("/") in ("http://localhost", "http://localhost:8080"):
+        raise errors.InputError(f"kubeconfig names no API server (would use {host or 'nothing'})", path=str(path),
+                                field="--kubeconfig")
+    try:
+        client.VersionApi(api).get_code(_request_timeout=timeout_s)
+    except ApiException as exc:
+        raise errors.InputError(f"API server {host} refused the kubeconfig's credentials: HTTP {exc.status} {exc.reason}",
+                                path=str(path), field="--kubeconfig") from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise errors.InputError(f"API server {host} is unreachable: {str(exc).splitlines()[0][:200]}",
+                                path=str(path), field="--kubeconfig") from exc
+    return path, host
 
 
 def _client(kubeconfig: Path | None) -> pyhelm3.Client:
@@ -58,7 +111,7 @@ NotReadyHandler = Callable[[readiness.NotReady], None]
 
 async def _install(
     rb: render.RenderedBundle, kubeconfig: Path | None, timeout_s: int, say: Progress, gates: bool,
-    ready_timeout_s: float, not_ready: NotReadyHandler | None,
+    ready_timeout_s: float, not_ready: NotReadyHandler | None, description: str | None,
 ) -> list[Installed]:
     client = _client(kubeconfig)
     done: list[Installed] = []
@@ -78,6 +131,7 @@ async def _install(
                     create_namespace=True,
                     wait=True,
                     timeout=f"{timeout_s}s",
+                    description=description,
                 )
             except pyhelm3.errors.Error as exc:
                 raise errors.CheckFailed(
@@ -110,14 +164,17 @@ def install(
     gates: bool = True,
     ready_timeout_s: float | None = None,
     not_ready: NotReadyHandler | None = None,
+    description: str | None = None,
 ) -> list[Installed]:
     """Install (or upgrade: re-running is idempotent) every component in order. With ``gates``,
     each component must report ready (``readiness.wait``, up to ``ready_timeout_s``, default
     ``timeout_s``) before the next one starts: ``NotReady`` ends the install, unless a
     ``not_ready`` handler takes it (certification: it records the failure and goes on, and does
-    not wait for a gate whose pods are only simulated, which it records as such)."""
+    not wait for a gate whose pods are only simulated, which it records as such).
+    ``description`` is recorded on every release (``helm history`` shows it)."""
     return asyncio.run(_install(rb, kubeconfig, timeout_s, progress or (lambda _m: None), gates,
-                                float(timeout_s if ready_timeout_s is None else ready_timeout_s), not_ready))
+                                float(timeout_s if ready_timeout_s is None else ready_timeout_s), not_ready,
+                                description))
 
 
 async def _uninstall(rb: render.RenderedBundle, kubeconfig: Path | None, say: Progress) -> list[str]:
