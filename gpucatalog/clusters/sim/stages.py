@@ -33,6 +33,9 @@ def render(heartbeat_s: float = 300.0) -> str:
             "nodeLeaseParallelism": 16,
             "nodePlayStageParallelism": 16,
             "podPlayStageParallelism": 16,
+            # kwok's kubelet API serves container logs (kubectl logs of sim-kubelet pods, see
+            # podlogs); a config file that leaves it out reads as false
+            "enableDebuggingHandlers": True,
         },
     }
     return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages
