@@ -38,6 +38,7 @@ class Options:
     keep_cluster: bool = False
     install_timeout_s: int = 300
     ready_timeout_s: int = 180  # for the cluster's API server and nodes, and for each component's readiness gate
+    image_map: Path | None = None  # an image-map overlay for the sim (bring-your-own binaries)
 
 
 @dataclass
@@ -132,6 +133,27 @@ def _check_suite_needs(prov: providers.ClusterProvider, kind: str, suite_names: 
         need = SUITE_NEEDS.get(name)
         if need is not None and not isinstance(prov, need):
             raise providers.missing(need, kind=kind, needed_by=f"suite {name!r}", field="--suite")
+
+
+def _use_image_map(prov: providers.ClusterProvider, kind: str, path: Path | None) -> None:
+    """--image-map: validated by the provider before any cluster starts (exit 2 when bad, or
+    when the provider cannot run host executables for images)."""
+    if path is None:
+        return
+    if not isinstance(prov, providers.RunsImageMaps):
+        raise providers.missing(providers.RunsImageMaps, kind=kind, needed_by="--image-map", field="--image-map")
+    prov.use_image_map(path)
+
+
+def _mapped_images(prov: providers.ClusterProvider, info: dict[str, Any]) -> list[base.SuiteResult]:
+    """Record each bring-your-own binary (sha256, reported version, the pods that really ran
+    it); one that ran for an image tag naming another version fails the run."""
+    if not isinstance(prov, providers.RunsImageMaps):
+        return []
+    info["images"] = prov.mapped_images()
+    wrong = [f"{m['image']} ran as tag {', '.join(m['tags'])} but {m['executable']} reports {m['version']}"
+             for m in info["images"] if m["live"] and not m["version_matches"]]
+    return [_failed_step("image-map", "; ".join(wrong), 0.0)] if wrong else []
 
 
 def _add_node_groups(prov: providers.ClusterProvider, kind: str, groups: list[Any], say: Say) -> None:
@@ -229,6 +251,7 @@ def _on_cluster(
     if not prov.available():
         raise errors.InputError(f"cluster provider {kind!r} cannot run here: {providers.unavailable_reason(prov)}", field="--cluster")
     _check_suite_needs(prov, kind, suite_names)
+    _use_image_map(prov, kind, opts.image_map)
     results: list[base.SuiteResult] = []
     started_cluster = installing = False
     t0 = time.monotonic()
@@ -271,6 +294,7 @@ def _on_cluster(
         if not_ready:
             results.append(_failed_step("readiness", "; ".join(not_ready), time.monotonic() - t1))
         info["live"], info["simulated"] = cluster_facts.live_and_simulated(prov)
+        results += _mapped_images(prov, info)
         params: dict[str, Any] = {"bundle_values": {c.name: c.values for c in rb.components}}
         if isinstance(prov, providers.InjectsFaults):
             params.update(inject_fault=prov.inject_fault, clear_fault=prov.clear_fault)

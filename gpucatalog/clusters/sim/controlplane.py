@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from gpucatalog.clusters.sim import imagemap
 from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import ClusterConfig
 from gpucatalog.clusters.sim.layout import Layout
@@ -142,7 +143,8 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
             [sys.executable, "-m", "gpucatalog.clusters.sim.kubelet", "--state", str(lay.root)],
             "",
             "rest",
-            py_env,
+            # the cluster's own image map, whatever the environment of whoever started it says
+            {**py_env, imagemap.CLUSTER_ENV: str(lay.image_map)},
         ),
         Component(
             "node-agent",
