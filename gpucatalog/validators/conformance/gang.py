@@ -1,8 +1,9 @@
 """Conformance suite ``gang``: a group of pods with ``minMember`` N starts all N or none.
 
 Cases:
-- ``gang_with_room_starts_together``: an explicit PodGroup (minMember N) and N one-GPU pods all
-  schedule; the spread of their scheduling times is recorded.
+- ``gang_with_room_starts_together``: an explicit PodGroup (minMember N) on a node with room for
+  all N: its first N-1 pods stay unbound (a pod-by-pod scheduler would bind them at once) until
+  the Nth exists, then all N schedule; the spread of their scheduling times is recorded.
 - ``gang_short_of_one_gpu_starts_none_then_all``: with room for N-1 (the rest held by
   non-preemptible pods of another queue) no pod of the gang is bound and no BindRequest is
   left behind; when one GPU frees up, all N start together.
@@ -63,14 +64,25 @@ class _Suite(kai_suite.KaiSuite):
         self.kube.call(f"create PodGroup {name}", self.kube.custom.create_namespaced_custom_object,
                        kai_params.GROUP, "v2alpha2", ws.ns, "podgroups", body)
 
+    def gang_pod(self, ws: kai_workspace.Workspace, queue: str, node: str, i: int) -> None:
+        # skip-podgrouper: KAI's pod-grouper must not regroup pods that join an explicit PodGroup.
+        body = kai_pods.pod(self.p, f"gang-{i}", queue, group="gang", gpus=1, pod_group="gang",
+                            priority_class=self.p.preemptible_class, annotations={SKIP_PODGROUPER: "true"})
+        ws.create(kai_pods.pin(body, [node]))
+
     def gang(self, ws: kai_workspace.Workspace, queue: str, node: str, n: int) -> None:
         self.pod_group(ws, "gang", queue, n)
         for i in range(n):
-            # skip-podgrouper: KAI's pod-grouper must not regroup pods that join an explicit PodGroup.
-            body = kai_pods.pod(self.p, f"gang-{i}", queue, group="gang", gpus=1, pod_group="gang",
-                                priority_class=self.p.preemptible_class,
-                                annotations={SKIP_PODGROUPER: "true"})
-            ws.create(kai_pods.pin(body, [node]))
+            self.gang_pod(ws, queue, node, i)
+
+    def none_bound(self, ws: kai_workspace.Workspace, why: str) -> bool:
+        """True while no gang pod is bound and no BindRequest exists for one; CaseFailed naming them otherwise."""
+        bound = [x.metadata.name for x in ws.group_pods("gang") if x.spec.node_name]
+        gang_requests = [b for b in self.bind_requests(ws) if b.startswith("gang-")]
+        if bound or gang_requests:
+            raise base.CaseFailed(f"gang started without all its members ({why}): pods on nodes {bound}, "
+                                  f"BindRequests for {gang_requests}")
+        return True
 
     def all_scheduled(self, ws: kai_workspace.Workspace, group: str, n: int, what: str) -> list[Any]:
         def probe() -> list[Any] | None:
@@ -95,9 +107,16 @@ class _Suite(kai_suite.KaiSuite):
         res.details.update({"node": node, "min_member": n})
         with kai_workspace.workspace(self.kube, self.p, "gang", res) as ws:
             q = ws.leaf_queue()
+            self.pod_group(ws, "gang", q, n)
+            for i in range(n - 1):
+                self.gang_pod(ws, q, node, i)
+            # The node has room for every member, so only gang scheduling holds these back: a
+            # scheduler that places pods one by one would bind them at once.
+            self.stays(f"none of the first {n - 1} gang pods bound before the last member exists",
+                       lambda: self.none_bound(ws, f"{n - 1} of minMember {n} submitted, with room for all"))
             t0 = time.monotonic()
-            self.gang(ws, q, node, n)
-            pods = self.all_scheduled(ws, "gang", n, f"all {n} pods of the gang to be scheduled")
+            self.gang_pod(ws, q, node, n - 1)
+            pods = self.all_scheduled(ws, "gang", n, f"all {n} pods of the gang to be scheduled once complete")
             res.details["all_scheduled_after_s"] = round(time.monotonic() - t0, 3)
             self.spread(pods, res)
 
@@ -124,16 +143,7 @@ class _Suite(kai_suite.KaiSuite):
 
             self.wait(f"KAI to mark all {n} gang pods unschedulable", all_refused)
 
-            def none_bound() -> bool:
-                pods = ws.group_pods("gang")
-                bound = [x.metadata.name for x in pods if x.spec.node_name]
-                gang_requests = [b for b in self.bind_requests(ws) if b.startswith("gang-")]
-                if bound or gang_requests:
-                    raise base.CaseFailed(f"gang half-bound with room for {n - 1}: pods on nodes {bound}, "
-                                          f"BindRequests for {gang_requests}")
-                return True
-
-            self.stays("no gang pod bound", none_bound)
+            self.stays("no gang pod bound", lambda: self.none_bound(ws, f"room for {n - 1}"))
             res.details["pending_reason"] = kai_pods.unschedulable_reason(ws.group_pods("gang")[0])
             t0 = time.monotonic()
             ws.delete_pod("filler-0")

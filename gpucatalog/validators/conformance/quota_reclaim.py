@@ -65,13 +65,21 @@ class _Suite(kai_suite.KaiSuite):
         return [x for x in ws.group_pods(group)
                 if kai_pods.is_scheduled(x) and x.metadata.deletion_timestamp is None]
 
-    def pick_nodes(self) -> tuple[list[str], int]:
-        """Whole nodes with free GPUs, up to max_reclaim_gpus, an even number of GPUs in all."""
+    def pick_nodes(self, ws: kai_workspace.Workspace) -> tuple[list[str], int]:
+        """Whole nodes with free GPUs, up to max_reclaim_gpus, and G, the even number of their
+        free GPUs the case uses. The case's pods are pinned to all of them, so when their free
+        GPUs add up to an odd number a holder pod (non-preemptible, in a queue of its own) takes
+        the odd one first: otherwise B could start on it without any reclaim, and A would settle
+        one above its quota."""
         nodes, total = gpu_inventory.whole_nodes(gpu_inventory.free_gpus(self.kube), self.max_gpus)
-        total -= total % 2
-        if total < 2:
+        g = total - total % 2
+        if g < 2:
             raise base.CaseFailed(f"needs at least 2 free GPUs, found {total}")
-        return nodes, total
+        if total % 2:
+            hold = ws.queue(f"{ws.ns}-hold", quota=1)
+            self.submit(ws, hold, "holder", 1, nodes, priority_class=self.p.non_preemptible_class)
+            self.wait_count(ws, "holder", 1, f"a holder pod to take the odd free GPU of {', '.join(nodes)}")
+        return nodes, g
 
     def submit(self, ws: kai_workspace.Workspace, queue: str, group: str, count: int, nodes: list[str], start: int = 0,
                priority_class: str | None = None) -> None:
@@ -85,8 +93,8 @@ class _Suite(kai_suite.KaiSuite):
 
     # -- cases (the preflight is KaiSuite's) ---------------------------------------------------
 
-    def reclaim_rounds(self, ws: kai_workspace.Workspace, a: str, b: str, res: base.CaseResult) -> None:
-        nodes, g = self.pick_nodes()
+    def reclaim_rounds(self, ws: kai_workspace.Workspace, a: str, b: str, nodes: list[str], g: int,
+                       res: base.CaseResult) -> None:
         half = g // 2
         res.details.update({"gpus": g, "nodes": nodes, "quota_a": half, "quota_b": half})
         samples: list[float] = []
@@ -139,21 +147,21 @@ class _Suite(kai_suite.KaiSuite):
 
     def reclaim_borrowed_gpus(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
         with kai_workspace.workspace(self.kube, self.p, "reclaim", res) as ws:
-            _, g = self.pick_nodes()
+            nodes, g = self.pick_nodes(ws)
             root = ws.queue(f"{ws.ns}-root", quota=g)
             a = ws.queue(f"{ws.ns}-a", parent=root, quota=g // 2)
             b = ws.queue(f"{ws.ns}-b", parent=root, quota=g // 2)
-            self.reclaim_rounds(ws, a, b, res)
+            self.reclaim_rounds(ws, a, b, nodes, g, res)
 
     def hierarchical_reclaim_across_departments(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
         with kai_workspace.workspace(self.kube, self.p, "reclaim", res) as ws:
-            _, g = self.pick_nodes()
+            nodes, g = self.pick_nodes(ws)
             root = ws.queue(f"{ws.ns}-root", quota=g)
             d1 = ws.queue(f"{ws.ns}-dept1", parent=root, quota=g // 2)
             d2 = ws.queue(f"{ws.ns}-dept2", parent=root, quota=g // 2)
             a = ws.queue(f"{ws.ns}-team-a", parent=d1, quota=g // 2)
             b = ws.queue(f"{ws.ns}-team-b", parent=d2, quota=g // 2)
-            self.reclaim_rounds(ws, a, b, res)
+            self.reclaim_rounds(ws, a, b, nodes, g, res)
 
     def non_preemptible_stays_within_quota(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
         node, _n = gpu_inventory.roomiest_node(gpu_inventory.free_gpus(self.kube), 2)
