@@ -1,5 +1,8 @@
 """Pure comparisons of parsed readings with the node shape's expected values -> findings.
 
+XIDs, GPU count, memory (row remapping, volatile ECC), NVLink and InfiniBand; the PCIe link has
+its own module (:mod:`pcie`) because it is judged only under load and over several readings.
+
 Called by the agent (and the ``verify`` command) after each probe; no I/O here, so every rule is
 tested with fixtures. Action per finding comes from the XID policy or ``reason_actions``.
 """
@@ -72,6 +75,8 @@ def check_xids(
 def check_smi(
     smi: parse_nvsmi.SmiReading, expect: Expectations, actions: Mapping[str, Action] | None = None
 ) -> list[Finding]:
+    """GPU count and memory health; the PCIe link is judged by :mod:`pcie` (it needs the load
+    and the readings of earlier cycles)."""
     out: list[Finding] = []
     if expect.gpu_count is not None and len(smi.gpus) < expect.gpu_count:
         out.append(
@@ -105,12 +110,6 @@ def check_smi(
                 "EccUncorrectableVolatile",
                 f"{g.ecc_volatile_uncorrectable} volatile uncorrectable ECC errors",
             )
-        want_w = expect.pcie_width or g.pcie_width_max
-        if want_w and g.pcie_width_current is not None and g.pcie_width_current < want_w:
-            add(Family.PCIE, "PcieWidthDegraded", f"PCIe link width x{g.pcie_width_current}, expected x{want_w}")
-        want_g = expect.pcie_gen or g.pcie_gen_max
-        if want_g and g.pcie_gen_current is not None and g.pcie_gen_current < want_g:
-            add(Family.PCIE, "PcieGenDegraded", f"PCIe link gen {g.pcie_gen_current}, expected gen {want_g}")
     return out
 
 

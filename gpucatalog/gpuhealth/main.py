@@ -25,7 +25,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.gpuhealth import actuator, agent, breaker, conditions, controller, engine, kube, probes, slurm
+from gpucatalog.gpuhealth import (
+    actuator,
+    agent,
+    breaker,
+    conditions,
+    controller,
+    engine,
+    kube,
+    pcie,
+    probes,
+    slurm,
+)
 from gpucatalog.gpuhealth.errors import ConfigError, GpuHealthError, RemediationError
 from gpucatalog.gpuhealth.findings import DEFAULT_REASON_ACTIONS, Expectations
 from gpucatalog.gpuhealth.xidpolicy import Action, XidPolicy
@@ -68,6 +79,12 @@ def add_probe_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--expect-nvlinks", default=_env("GPU_HEALTH_EXPECT_NVLINKS"), help="NVLink links up per GPU")
     g.add_argument("--expect-ib-rate", default=_env("GPU_HEALTH_EXPECT_IB_RATE"), help="IB port rate, Gb/sec")
     g.add_argument("--expect-ib-ports", default=_env("GPU_HEALTH_EXPECT_IB_PORTS"))
+    g.add_argument("--pcie-busy-readings", type=int,
+                   default=int(_env("GPU_HEALTH_PCIE_BUSY_READINGS", "3") or 3),
+                   help="consecutive busy readings a PCIe link must be below the shape before it is a fault "
+                        "(idle readings are never judged; see docs/gpu-health.md)")
+    g.add_argument("--pcie-busy-util", type=int, default=int(_env("GPU_HEALTH_PCIE_BUSY_UTIL", "50") or 50),
+                   help="GPU utilisation %% that counts as busy at any performance state (P0-P2 always do)")
     g.add_argument("--xid-action", action="append", default=[], metavar="XID=ACTION",
                    help="override the catalog, e.g. 94=RESET_GPU (NONE|RESET_GPU|REBOOT|HARDWARE_REPAIR)")
     g.add_argument("--xid-default-action", default="HARDWARE_REPAIR", help="for unknown XIDs")
@@ -90,6 +107,10 @@ def probe_config(a: argparse.Namespace) -> probes.ProbeConfig:
             reasons[k] = Action.parse(v)
     except ValueError as exc:
         raise ConfigError(f"bad probe flag: {exc}") from exc
+    if a.pcie_busy_readings < 1:
+        raise ConfigError("--pcie-busy-readings must be at least 1")
+    if not 0 < a.pcie_busy_util <= 100:
+        raise ConfigError("--pcie-busy-util must be in 1..100 (percent)")
     host = Path(a.host_root)
     return probes.ProbeConfig.under_host_root(
         host, expect,
@@ -97,6 +118,7 @@ def probe_config(a: argparse.Namespace) -> probes.ProbeConfig:
         sys_root=Path(a.sys_root) if a.sys_root else None,
         nvidia_smi=tuple(shlex.split(a.nvidia_smi)),
         xid_policy=policy, reason_actions=reasons,
+        pcie_rules=pcie.PcieRules(busy_readings=a.pcie_busy_readings, busy_util_percent=a.pcie_busy_util),
     )
 
 

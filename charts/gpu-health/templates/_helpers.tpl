@@ -40,6 +40,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - --expect-ib-ports={{ .ibPorts }}
 {{- end }}
 {{- end }}
+{{- with .Values.agent.pcie }}
+{{- if .busyReadings }}
+- --pcie-busy-readings={{ .busyReadings }}
+{{- end }}
+{{- if .busyUtilPercent }}
+- --pcie-busy-util={{ .busyUtilPercent }}
+{{- end }}
+{{- end }}
 {{- range $code, $action := .Values.agent.xidActions }}
 - --xid-action={{ $code }}={{ $action }}
 {{- end }}
