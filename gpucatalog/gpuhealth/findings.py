@@ -48,6 +48,7 @@ DEFAULT_REASON_ACTIONS: dict[str, Action] = {
     "InfinibandRateDegraded": Action.REBOOT,  # retrain first; a repeat escalates to hardware
     "InfinibandPortMissing": Action.HARDWARE_REPAIR,
     "GpuMissing": Action.REBOOT,  # like XID 79: the GPU is gone from the bus
+    "XidUnparsed": Action.NONE,  # an "NVRM: Xid" line in an unknown shape: an Event for a person
 }
 
 

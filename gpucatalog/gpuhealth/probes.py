@@ -122,6 +122,10 @@ def _read(path: Path) -> str:
 
 
 def read_ib(sys_root: Path) -> list[checks.IbPort]:
+    """Every port under ``class/infiniband``. The kernel refuses to read ``rate`` (EINVAL) when a
+    port has no valid active width, which happens on a port that is down: the rate of a port that
+    is not ACTIVE is never judged, so it is then recorded as unknown instead of failing the probe
+    (and hiding the port that is down)."""
     base = sys_root / "class" / "infiniband"
     if not base.is_dir():
         return []
@@ -133,15 +137,14 @@ def read_ib(sys_root: Path) -> list[checks.IbPort]:
         for port in sorted(pdir.iterdir(), key=lambda p: p.name):
             layer_file = port / "link_layer"
             layer = _read(layer_file).strip() if layer_file.exists() else "InfiniBand"
-            ports.append(
-                checks.IbPort(
-                    device=dev.name,
-                    port=port.name,
-                    state=parse_ib.parse_state(_read(port / "state")),
-                    rate=parse_ib.parse_rate(_read(port / "rate")),
-                    link_layer=layer,
-                )
-            )
+            state = parse_ib.parse_state(_read(port / "state"))
+            try:
+                rate: parse_ib.PortRate | None = parse_ib.parse_rate(_read(port / "rate"))
+            except ProbeError:
+                if state.name in checks.UP_STATES:
+                    raise
+                rate = None
+            ports.append(checks.IbPort(device=dev.name, port=port.name, state=state, rate=rate, link_layer=layer))
     return ports
 
 
@@ -174,6 +177,7 @@ def observe(
         scan = parse_kmsg.parse(read_kmsg(cfg.kmsg_path))
         uuids = {pci: uuid for pci, (_, uuid) in gpus.items()}
         obs.findings += checks.check_xids(parse_kmsg.active_xids(scan, uuids), cfg.xid_policy, gpus)
+        obs.findings += checks.check_unparsed_xids(scan.unparsed, cfg.reason_actions)
     except ProbeError as exc:
         obs.probe_errors["kmsg"] = exc.detail
     if cfg.expect.nvlinks_per_gpu is not None:
