@@ -1,25 +1,38 @@
+# gpu-catalog's one command surface. Everything Python runs from the project's own virtual
+# environment (.venv), so `make setup` never changes the machine's global Python packages.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+UNIT_MARKERS := not toolchain and not integration and not slurm and not registry and not kind
+
 ## help: list targets
 help:
 	@grep -E '^## ' Makefile | sed 's/^## /  /'
 
-## setup: Debian packages (if missing), gpu-catalog with dev tools (editable), the pinned toolchain
-setup:
+## setup: Debian packages (if missing), .venv with gpu-catalog and its dev tools (editable), the pinned toolchain
+setup: $(VENV)/.installed
 	scripts/install-system-deps
-	python3 -m pip install -q -e '.[dev]'
-	catalog toolchain ensure
+	$(BIN)/catalog toolchain ensure
+
+# Reinstalled only when the package's metadata changes.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
 
 ## lint: ruff, mypy (strict) and the import layering contracts
-lint:
-	ruff check .
-	mypy
-	lint-imports
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 ## test: setup, lint, then every test (unit and integration; needs root)
 test: setup lint
-	python3 -m pytest -q
+	$(PY) -m pytest -q
 
-## unit: the fast tests only (no cluster, Slurm or registry)
-unit:
-	python3 -m pytest -q -m "not integration and not slurm and not registry and not kind"
+## unit: the fast tests only (no toolchain binary, cluster, Slurm or registry)
+unit: $(VENV)/.installed
+	$(PY) -m pytest -q -m "$(UNIT_MARKERS)"
 
 .PHONY: help setup lint test unit

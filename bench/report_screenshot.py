@@ -28,12 +28,12 @@ def main() -> None:
         suites = sample.run()
         with tempfile.TemporaryDirectory() as kd:
             k = keys.generate(Path(kd), "bench")
-            paths = evidence.write_evidence(
-                args.out, bundle="gpu-scheduling", version="0.1.0", profile="sim",
-                digest="sha256:" + "ab" * 32, cluster=sample.CLUSTER,
-                tools={"helm": "v4.3.2", "kubernetes": "v1.36.3", "kwok": "v0.8.0"},
-                suites=suites, started=time.time() - 60, finished=time.time(), signing_key_path=k.private_path,
+            statement = evidence.build_statement(
+                bundle="gpu-scheduling", version="0.1.0", profile="sim", digest="sha256:" + "ab" * 32,
+                cluster=sample.CLUSTER, tools={"helm": "v4.3.2", "kubernetes": "v1.36.3", "kwok": "v0.8.0"},
+                suites=suites, started=time.time() - 60, finished=time.time(),
             )
+            paths = evidence.write_evidence(args.out, statement, k.private_path)
         html = paths.report
         print(f"evidence written in {time.monotonic() - t0:.2f}s: {paths.envelope.parent}")
     t0 = time.monotonic()

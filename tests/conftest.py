@@ -27,6 +27,32 @@ KUBE_VERSION = "1.36.3"
 
 RenderChart = Callable[..., list[dict[str, Any]]]
 
+# Markers of tests allowed to build or run a pinned toolchain binary (helm, kubectl, go …);
+# `make unit` deselects them all so it stays fast on a fresh machine.
+TOOLCHAIN_MARKERS = ("toolchain", "integration", "slurm", "registry", "kind")
+# Fixtures that run a toolchain binary: their users are marked ``toolchain`` automatically.
+TOOLCHAIN_FIXTURES = {"helm", "render_chart", "render_error"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if TOOLCHAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.toolchain)
+
+
+@pytest.fixture(autouse=True)
+def _toolchain_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test without one of TOOLCHAIN_MARKERS that reaches for a pinned tool fails, naming the
+    marker to add, instead of silently making `make unit` slow."""
+    if any(request.node.get_closest_marker(m) for m in TOOLCHAIN_MARKERS):
+        return
+
+    def refuse(*_: object, **__: object) -> Path:
+        raise AssertionError(f"{request.node.nodeid} builds or runs a pinned tool: mark it @pytest.mark.toolchain")
+
+    for name in ("ensure", "ensure_all", "build_group", "module_dir"):
+        monkeypatch.setattr(build, name, refuse)
+
 
 @pytest.fixture
 def repo_copy(tmp_path: Path) -> Path:

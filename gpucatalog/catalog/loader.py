@@ -44,44 +44,19 @@ def schema(kind: str) -> dict[str, Any]:
     return result
 
 
-def _field(path: Any) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(document)"
-
-
 @cache
 def _validator(kind: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema(kind))
 
 
-def check_schema(doc: yamlfile.Document, kind: str) -> None:
-    validator = _validator(kind)
-    errs = sorted(validator.iter_errors(doc.data), key=lambda e: (list(e.absolute_path) != [], e.path))
-    if errs:
-        err = jsonschema.exceptions.best_match(errs)
-        where = list(err.absolute_path)
-        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-            # Point at the unexpected key itself, not at its parent mapping.
-            allowed = set(err.schema.get("properties", {}))
-            extra = sorted(k for k in err.instance if k not in allowed)
-            if extra:
-                where.append(extra[0])
-        raise errors.SchemaError(
-            _short(err),
-            path=str(doc.path),
-            line=doc.line_of(where),
-            field=_field(where),
-        )
-
-
-def _short(err: jsonschema.ValidationError) -> str:
-    if err.validator == "additionalProperties":
-        return "unknown field " + err.message.split("(", 1)[-1].rstrip(")")
+def _message(err: jsonschema.ValidationError) -> str:
     if err.validator == "oneOf":
         return "matches none of the allowed forms (a local 'path', or 'url' + 'version' + 'digest')"
-    return err.message
+    return yamlfile.schema_message(err)
+
+
+def check_schema(doc: yamlfile.Document, kind: str) -> None:
+    yamlfile.check_schema(doc, _validator(kind), _message)
 
 
 def _kind_of(doc: yamlfile.Document) -> str:

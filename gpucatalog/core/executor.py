@@ -1,6 +1,8 @@
 """The one place gpu-catalog runs external commands (helm, kubectl, go, slurm tools …).
 
 Argument lists only, never shell strings, so user input can never be interpreted by a shell.
+``subprocess`` is banned everywhere else by a lint rule (ruff TID251); gpu-health, its own image,
+has its twin in ``gpuhealth/hostexec.py``.
 With ``--debug`` every command is echoed as ``>>> helm template …`` on stderr. A failure raises
 :class:`ToolError` carrying the command and its stderr.
 """
@@ -16,6 +18,11 @@ from pathlib import Path
 from gpucatalog.core import errors
 
 DEBUG = os.environ.get("CATALOG_DEBUG", "") not in ("", "0")
+
+# A started long-running process (from ``spawn``) and the error ``Process.wait(timeout=…)`` raises,
+# named here so supervisors need not import subprocess.
+Process = subprocess.Popen[bytes]
+TimeoutExpired = subprocess.TimeoutExpired
 
 
 def set_debug(on: bool) -> None:
@@ -47,7 +54,7 @@ def run(
         full_env.update(env)
     data: str | bytes | None = input
     try:
-        proc = subprocess.run(  # noqa: S603 - argv list, no shell
+        proc = subprocess.run(
             args,
             cwd=cwd,
             env=full_env,
@@ -59,6 +66,8 @@ def run(
         )
     except FileNotFoundError as exc:
         raise errors.ToolError(args, 127, f"executable not found: {exc.filename}") from exc
+    except PermissionError as exc:
+        raise errors.ToolError(args, 126, f"not executable: {exc.filename}") from exc
     except subprocess.TimeoutExpired as exc:
         raise errors.ToolError(args, 124, f"timed out after {timeout}s") from exc
     if check and proc.returncode != 0:
@@ -73,7 +82,7 @@ def spawn(
     cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     new_session: bool = True,
-) -> subprocess.Popen[bytes]:
+) -> Process:
     """Start a long-running process with stdout+stderr appended to ``log_path``.
 
     ``new_session`` puts it in its own process group so a supervisor can kill the whole tree.
@@ -87,7 +96,7 @@ def spawn(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         try:
-            return subprocess.Popen(  # noqa: S603 - argv list, no shell
+            return subprocess.Popen(
                 args,
                 cwd=cwd,
                 env=full_env,
@@ -98,3 +107,5 @@ def spawn(
             )
         except FileNotFoundError as exc:
             raise errors.ToolError(args, 127, f"executable not found: {exc.filename}") from exc
+        except PermissionError as exc:
+            raise errors.ToolError(args, 126, f"not executable: {exc.filename}") from exc

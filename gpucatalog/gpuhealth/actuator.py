@@ -63,10 +63,10 @@ class WebhookActuator:
 
     def repair(self, node: str, action: Action, reason: str) -> tuple[str, str]:
         body = json.dumps({"node": node, "action": action.name, "reason": reason}).encode()
-        req = urllib.request.Request(self.url, data=body, method="POST",  # noqa: S310 - configured URL
+        req = urllib.request.Request(self.url, data=body, method="POST",
                                      headers={"Content-Type": "application/json", **self.headers})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return SUCCEEDED, f"ticket filed: HTTP {resp.status}"
         except urllib.error.HTTPError as exc:
             if exc.code >= 500:

@@ -35,7 +35,7 @@ def run(argv: Sequence[str], *, timeout: float = 30.0, input: str | None = None)
     if not args:
         raise CommandError(args, "empty command")
     try:
-        proc = subprocess.run(  # noqa: S603 - argv list, no shell
+        proc = subprocess.run(
             args, input=input, capture_output=True, text=True, timeout=timeout, check=False, errors="replace"
         )
     except FileNotFoundError as exc:

@@ -169,19 +169,11 @@ def run(cat: model.Catalog, opts: Options, say: Say) -> Outcome:
             results.append(_failed_step("cluster", str(exc), time.monotonic() - t1))
     outcome = Outcome(rendered=rb, suites=results, cluster=cluster_info, started=started, finished=time.time())
     if opts.evidence_dir is not None and key_path is not None:
-        outcome.paths = evidence.write_evidence(
-            opts.evidence_dir,
-            bundle=rb.bundle,
-            version=rb.version,
-            profile=profile,
-            digest=rb.digest,
-            cluster=cluster_info,
-            tools=build.versions(),
-            suites=results,
-            started=started,
-            finished=outcome.finished,
-            signing_key_path=key_path,
+        statement = evidence.build_statement(
+            bundle=rb.bundle, version=rb.version, profile=profile, digest=rb.digest, cluster=cluster_info,
+            tools=build.versions(), suites=results, started=started, finished=outcome.finished,
         )
+        outcome.paths = evidence.write_evidence(opts.evidence_dir, statement, key_path)
         (opts.evidence_dir / "bundle.lock.json").write_text(render.canonical_json(rb.lock).decode() + "\n")
     return outcome
 

@@ -21,8 +21,7 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.core import errors
-from gpucatalog.pipelines import yamlio
+from gpucatalog.core import errors, yamlfile
 
 DIGEST = "^sha256:[0-9a-f]{64}$"
 ENTRY_SCHEMA: dict[str, Any] = {
@@ -59,7 +58,7 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     # "entries" must stay the last key: appends add list items at the end of the file.
     "properties": {
-        **yamlio.header("Channel"),
+        **yamlfile.header("Channel"),
         "channel": {"type": "string", "minLength": 1},
         "entries": {"type": "array", "items": ENTRY_SCHEMA},
     },
@@ -95,7 +94,7 @@ def load(channels_dir: Path, name: str) -> Channel:
         text = raw.decode()
     except UnicodeDecodeError as exc:
         raise errors.InputError("channel file is not UTF-8 text", path=str(path)) from exc
-    doc = yamlio.parse(text, path, SCHEMA)
+    doc = yamlfile.parse_one(text, path, SCHEMA)
     if doc["channel"] != name:
         raise errors.SchemaError(f"file names channel {doc['channel']!r}", path=str(path),
                                         field="channel", expected=name)
@@ -117,7 +116,7 @@ def locked(channels_dir: Path) -> Iterator[None]:
 def _render(ch: Channel, entry: dict[str, Any]) -> bytes:
     item = yaml.safe_dump([entry], sort_keys=False, default_flow_style=False).encode()
     if not ch.raw or not ch.entries:
-        doc = {"apiVersion": yamlio.API_VERSION, "kind": "Channel", "channel": ch.name, "entries": []}
+        doc = {"apiVersion": yamlfile.API_VERSION, "kind": "Channel", "channel": ch.name, "entries": []}
         head = yaml.safe_dump(doc, sort_keys=False).replace("entries: []\n", "entries:\n").encode()
         return head + item
     return (ch.raw if ch.raw.endswith(b"\n") else ch.raw + b"\n") + item
@@ -150,7 +149,7 @@ def append(channels_dir: Path, name: str, make_entry: Callable[[Channel], dict[s
         entry = make_entry(ch)
         data = _render(ch, entry)
         # Re-parse what we are about to write: it must be exactly the old entries plus ours.
-        check = yamlio.parse(data.decode(), ch.path, SCHEMA)
+        check = yamlfile.parse_one(data.decode(), ch.path, SCHEMA)
         if check["entries"] != [*ch.entries, entry]:
             raise errors.InputError("channel file layout does not allow appending; "
                                            "'entries' must be the last key", path=str(ch.path))

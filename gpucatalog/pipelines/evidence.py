@@ -129,27 +129,11 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_evidence(
-    out_dir: Path,
-    *,
-    bundle: str,
-    version: str,
-    profile: str,
-    digest: str,
-    cluster: Mapping[str, Any],
-    tools: Mapping[str, str],
-    suites: Sequence[SuiteLike | Mapping[str, Any]],
-    started: float | str,
-    finished: float | str,
-    signing_key_path: Path,
-) -> EvidencePaths:
-    """Write ``evidence.dsse.json``, ``statement.json``, ``junit.xml`` and ``report.html`` into
-    ``out_dir``. The key is loaded (and its permissions checked) before anything is written."""
+def write_evidence(out_dir: Path, statement: Mapping[str, Any], signing_key_path: Path) -> EvidencePaths:
+    """Sign ``statement`` (from :func:`build_statement`) and write ``evidence.dsse.json``,
+    ``statement.json``, ``junit.xml`` and ``report.html`` into ``out_dir``. The key is loaded (and
+    its permissions checked) before anything is written."""
     key = keys.load_private(signing_key_path)
-    statement = build_statement(
-        bundle=bundle, version=version, profile=profile, digest=digest, cluster=cluster,
-        tools=tools, suites=suites, started=started, finished=finished,
-    )
     envelope = sign_statement(statement, key)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = EvidencePaths(out_dir / ENVELOPE, out_dir / STATEMENT, out_dir / JUNIT, out_dir / REPORT)

@@ -80,7 +80,7 @@ class Client:
             url = self.base + url
         req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - http(s) only, built above
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
         except urllib.error.HTTPError as exc:
             body = exc.read()

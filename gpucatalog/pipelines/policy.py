@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.core import errors
-from gpucatalog.pipelines import yamlio
+from gpucatalog.core import errors, yamlfile
 
 NAME = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 
@@ -35,7 +34,7 @@ SCHEMA: dict[str, Any] = {
     "required": ["apiVersion", "kind", "channels"],
     "additionalProperties": False,
     "properties": {
-        **yamlio.header("PromotionPolicy"),
+        **yamlfile.header("PromotionPolicy"),
         "channels": {
             "type": "object",
             "minProperties": 1,
@@ -93,7 +92,7 @@ class Policy:
 
 
 def load(path: Path) -> Policy:
-    doc = yamlio.load(path, SCHEMA)
+    doc = yamlfile.load_one(path, SCHEMA)
     chans: dict[str, ChannelPolicy] = {}
     for name, c in doc["channels"].items():
         chans[name] = ChannelPolicy(

@@ -64,8 +64,8 @@ class PublishedChart:
     name: str
     version: str
     repository: str  # repository path inside the registry, e.g. "charts/team-queues"
-    manifestDigest: str  # noqa: N815 - JSON field name
-    chartDigest: str  # noqa: N815 - sha256 of the chart archive (.tgz)
+    manifestDigest: str  # JSON field name
+    chartDigest: str  # sha256 of the chart archive (.tgz)
 
 
 @dataclass(frozen=True)

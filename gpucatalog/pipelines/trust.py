@@ -25,15 +25,15 @@ from typing import Any
 import yaml
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from gpucatalog.core import errors
-from gpucatalog.pipelines import keys, yamlio
+from gpucatalog.core import errors, yamlfile
+from gpucatalog.pipelines import keys
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["apiVersion", "kind", "keys"],
     "additionalProperties": False,
     "properties": {
-        **yamlio.header("TrustFile"),
+        **yamlfile.header("TrustFile"),
         "keys": {
             "type": "array",
             "items": {
@@ -74,7 +74,7 @@ class TrustFile:
 
 
 def load(path: Path) -> TrustFile:
-    doc = yamlio.load(path, SCHEMA)
+    doc = yamlfile.load_one(path, SCHEMA)
     out: list[TrustedKey] = []
     for i, k in enumerate(doc["keys"]):
         pub = keys.parse_public(k["publicKey"], f"{path} keys[{i}]")
@@ -104,7 +104,7 @@ def add_key(path: Path, name: str, public_key: ed25519.Ed25519PublicKey, channel
         load(path)  # refuse to rewrite a file that is already invalid
         doc: dict[str, Any] = yaml.safe_load(path.read_text())
     else:
-        doc = {"apiVersion": yamlio.API_VERSION, "kind": "TrustFile", "keys": []}
+        doc = {"apiVersion": yamlfile.API_VERSION, "kind": "TrustFile", "keys": []}
     kid = keys.keyid(public_key)
     doc["keys"] = [k for k in doc["keys"] if k["name"] != name]
     doc["keys"].append({"name": name, "keyid": kid, "channels": channels, "publicKey": keys.public_pem(public_key)})

@@ -14,6 +14,8 @@ import pytest
 
 from gpucatalog.catalog import loader, render
 
+pytestmark = pytest.mark.toolchain  # renders with the pinned helm
+
 REPO = Path(__file__).resolve().parents[2]
 GOLDENS = Path(__file__).parent / "goldens"
 CAT = loader.load_catalog(REPO / "catalog")

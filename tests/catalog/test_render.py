@@ -13,6 +13,8 @@ from gpucatalog.catalog import charts, loader, render
 from gpucatalog.cli import main
 from gpucatalog.core import errors
 
+pytestmark = pytest.mark.toolchain  # renders with the pinned helm
+
 
 def _replicas(rb: render.RenderedBundle, comp: str) -> int:
     c = next(c for c in rb.components if c.name == comp)

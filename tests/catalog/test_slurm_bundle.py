@@ -12,6 +12,8 @@ import pytest
 from gpucatalog.catalog import loader, render
 from gpucatalog.cli import main
 
+pytestmark = pytest.mark.toolchain  # renders with the pinned helm
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -81,7 +81,7 @@ def ticket_server() -> Iterator[tuple[str, list[dict[str, str]], list[int]]]:
     status = [201]
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(status[0])
             self.end_headers()

@@ -86,9 +86,11 @@ def test_write_evidence_checks_key_permissions_before_writing(
 ) -> None:
     ci_key.private_path.chmod(0o644)
     with pytest.raises(errors.InputError, match="too open"):
-        evidence.write_evidence(tmp_path / "ev", bundle="b", version="1.0.0", profile="sim", digest=DIGEST_A,
-                                cluster={"provider": "sim"}, tools={}, suites=passing_suites,
-                                started=0.0, finished=1.0, signing_key_path=ci_key.private_path)
+        statement = evidence.build_statement(
+            bundle="b", version="1.0.0", profile="sim", digest=DIGEST_A, cluster={"provider": "sim"},
+            tools={}, suites=passing_suites, started=0.0, finished=1.0,
+        )
+        evidence.write_evidence(tmp_path / "ev", statement, ci_key.private_path)
     assert not (tmp_path / "ev").exists()
 
 

@@ -62,9 +62,11 @@ def test_overallocated_gpu_is_outlined_red() -> None:
 @pytest.mark.skipif(screenshot.find_browser() is None,
                     reason="no chromium: apt-get install -y chromium to screenshot the report")
 def test_report_screenshot(tmp_path: Path, suites: list[base.SuiteResult], ci_key: Any) -> None:
-    paths = evidence.write_evidence(tmp_path / "ev", bundle="gpu-scheduling", version="0.1.0", profile="sim",
-                                    digest="sha256:" + "a1" * 32, cluster=sample.CLUSTER, tools={},
-                                    suites=suites, started=0.0, finished=60.0, signing_key_path=ci_key.private_path)
+    statement = evidence.build_statement(
+        bundle="gpu-scheduling", version="0.1.0", profile="sim", digest="sha256:" + "a1" * 32,
+        cluster=sample.CLUSTER, tools={}, suites=suites, started=0.0, finished=60.0,
+    )
+    paths = evidence.write_evidence(tmp_path / "ev", statement, ci_key.private_path)
     png = screenshot.screenshot(paths.report, tmp_path / "report.png")
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

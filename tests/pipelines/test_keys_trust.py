@@ -71,4 +71,4 @@ def test_trust_file_schema_errors_name_the_field(tmp_path: Path) -> None:
     tf.write_text("apiVersion: gpu-catalog.dev/v1alpha1\nkind: TrustFile\nkeys:\n- name: x\n  channels: [a]\n")
     with pytest.raises(errors.SchemaError, match="publicKey") as exc:
         trust.load(tf)
-    assert exc.value.field == "keys/0"
+    assert exc.value.field == "keys[0]" and exc.value.line == 4

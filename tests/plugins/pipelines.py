@@ -74,11 +74,12 @@ def make_evidence(tmp_path: Path, ci_key: keys.GeneratedKey, passing_suites: lis
     def make(bundle: str = "gpu-scheduling", version: str = "0.1.0", profile: str = "sim",
              digest: str = DIGEST_A, suites: list[Any] | None = None, key: Path | None = None) -> Path:
         out = tmp_path / f"evidence-{next(counter)}"
-        evidence.write_evidence(
-            out, bundle=bundle, version=version, profile=profile, digest=digest, cluster=sample.CLUSTER,
+        statement = evidence.build_statement(
+            bundle=bundle, version=version, profile=profile, digest=digest, cluster=sample.CLUSTER,
             tools={"helm": "v4.3.2"}, suites=passing_suites if suites is None else suites,
-            started=time.time() - 5, finished=time.time(), signing_key_path=key or ci_key.private_path,
+            started=time.time() - 5, finished=time.time(),
         )
+        evidence.write_evidence(out, statement, key or ci_key.private_path)
         return out
 
     return make
@@ -104,7 +105,7 @@ class LocalRegistry:
 
     def catalog(self) -> list[str]:
         import json
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/_catalog") as r:  # noqa: S310
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/_catalog") as r:
             repos: list[str] = json.loads(r.read())["repositories"]
             return repos
 
@@ -134,7 +135,7 @@ def start_registry(tmp_path: Path) -> Iterator[Callable[[str], LocalRegistry]]:
         deadline = time.monotonic() + 20
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1):  # noqa: S310
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1):
                     break
             except (urllib.error.URLError, ConnectionError):
                 if proc.poll() is not None or time.monotonic() > deadline:

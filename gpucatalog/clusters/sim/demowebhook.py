@@ -20,7 +20,7 @@ DENY_LABEL = "sim.gpu-catalog.dev/deny"
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:  # http.server's naming
         body: dict[str, Any] = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
         req = body["request"]
         labels = (req.get("object") or {}).get("metadata", {}).get("labels") or {}
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cert", default="/tls/tls.crt")
     ap.add_argument("--key", default="/tls/tls.key")
     args = ap.parse_args(argv)
-    host = os.environ.get("POD_IP", "0.0.0.0")  # noqa: S104 - a pod listens on its own IP
+    host = os.environ.get("POD_IP", "0.0.0.0")  # a pod listens on its own IP
     server = HTTPServer((host, args.port), Handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(args.cert, args.key)

@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import ssl
-import subprocess
 import sys
 import time
 import urllib.error
@@ -38,7 +37,7 @@ HEALTH_EVERY_S = 2.0
 @dataclass
 class Proc:
     comp: Component
-    popen: subprocess.Popen[bytes] | None = None
+    popen: executor.Process | None = None
     restarts: int = 0
     exit_code: int | None = None
     status: str = "pending"
@@ -56,7 +55,7 @@ def probe(url: str, lay: Layout) -> tuple[bool, bool]:
         ctx.verify_mode = ssl.CERT_NONE if "/healthz" in url else ssl.CERT_REQUIRED
         ctx.load_cert_chain(str(p.crt("admin")), str(p.key("admin")))
     try:
-        with urllib.request.urlopen(url, timeout=2, context=ctx) as r:  # noqa: S310 - loopback URL we built
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
             return True, r.status == 200
     except urllib.error.HTTPError:
         return True, False

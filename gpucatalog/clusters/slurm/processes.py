@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ def start_time(pid: int) -> str | None:
 @dataclass
 class Daemon:
     name: str
-    proc: subprocess.Popen[bytes]
+    proc: executor.Process
     log: Path
 
 
@@ -62,7 +61,7 @@ class Supervisor:
         for d in self.daemons:
             try:
                 d.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
+            except executor.TimeoutExpired:
                 d.proc.kill()
                 d.proc.wait()
 

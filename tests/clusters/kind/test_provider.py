@@ -209,6 +209,7 @@ def test_down_is_idempotent_and_removes_stale_state(cache: Path) -> None:
 
 
 @needs_no_engine
+@pytest.mark.toolchain  # certify renders the bundle with the pinned helm first
 def test_certify_on_kind_exits_2_naming_the_missing_docker_engine(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["certify", "gpu-scheduling", "--cluster", "kind"]) == 2
     err = capsys.readouterr().err

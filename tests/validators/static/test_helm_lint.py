@@ -11,7 +11,7 @@ from gpucatalog.validators.static import lint_chart
 from gpucatalog.validators.static.lint import parse_output
 
 # A cold toolchain cache builds helm first, which takes minutes.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.toolchain, pytest.mark.timeout(900)]
 
 CONFIGMAP = """\
 apiVersion: v1

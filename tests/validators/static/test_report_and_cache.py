@@ -56,6 +56,7 @@ def test_resolve_version(given, resolved):
     assert openapi.resolve_version(given) == resolved
 
 
+@pytest.mark.toolchain  # converts the schemas of the pinned Kubernetes module
 def test_cache_is_written_reused_and_rebuilt_when_damaged(tmp_path, monkeypatch):
     monkeypatch.setenv("GPU_CATALOG_CACHE", str(tmp_path))
     openapi._load_resolved.cache_clear()
