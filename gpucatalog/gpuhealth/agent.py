@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpucatalog.gpuhealth import conditions, engine, kube, pcie, probes
+from gpucatalog.gpuhealth import conditions, engine, health, kube, pcie, probes
 from gpucatalog.gpuhealth.errors import RemediationError
 from gpucatalog.gpuhealth.findings import Expectations
 
@@ -86,10 +86,14 @@ class Agent:
             self.log("probe failed", probe=probe, error=err)
         return conds
 
-    def run(self, stop: threading.Event, interval_s: float) -> None:
+    def run(self, stop: threading.Event, interval_s: float, probe: health.Health | None = None) -> None:
         while not stop.is_set():
             try:
                 self.cycle()
+                ok, error = True, ""
             except RemediationError as exc:
                 self.log("cycle failed; will retry", error=exc)
+                ok, error = False, str(exc)
+            if probe is not None:
+                probe.beat(ok, error)
             stop.wait(interval_s)

@@ -32,6 +32,7 @@ from gpucatalog.gpuhealth import (
     conditions,
     controller,
     engine,
+    health,
     kube,
     pcie,
     probes,
@@ -138,9 +139,23 @@ def cmd_agent(a: argparse.Namespace) -> int:
         conds = ag.cycle()
         print(json.dumps([c.__dict__ for c in conds], indent=1))
         return 0
-    controller.log("agent started", node=a.node, host_root=a.host_root)
-    ag.run(_stop_on_signals(), a.interval)
+    # one agent cycle may wait on nvidia-smi twice (command timeout 30 s each) and a few API calls
+    probe = _health(a, default_stale_s=3 * a.interval + 120)
+    controller.log("agent started", node=a.node, host_root=a.host_root, health=a.health_addr or "off")
+    ag.run(_stop_on_signals(), a.interval, probe)
     return 0
+
+
+def _health(a: argparse.Namespace, default_stale_s: float) -> health.Health | None:
+    """The probe state, served on ``--health-addr`` (nothing is served without one)."""
+    if not a.health_addr:
+        return None
+    stale = a.health_stale_after if a.health_stale_after is not None else default_stale_s
+    if stale <= 0:
+        raise ConfigError("--health-stale-after must be positive (seconds)")
+    probe = health.Health(stale)
+    health.serve(probe, a.health_addr)
+    return probe
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
@@ -196,9 +211,11 @@ def cmd_controller(a: argparse.Namespace) -> int:
         print(json.dumps([{"node": p.node, "from": p.state_from, "to": p.state_to,
                            "effects": [e.kind for e in p.effects]} for p in plans if not p.empty], indent=1))
         return 0
+    # a pass over many nodes makes several API calls per node (15 s timeout each)
+    probe = _health(a, default_stale_s=max(300.0, 10 * cfg.interval_s))
     controller.log("controller started", namespace=cfg.namespace, dry_run=cfg.policy.dry_run,
-                   identity=cfg.identity)
-    ctl.run(_stop_on_signals())
+                   identity=cfg.identity, health=a.health_addr or "off")
+    ctl.run(_stop_on_signals(), probe)
     return 0
 
 
@@ -216,6 +233,14 @@ def cmd_breaker_reset(a: argparse.Namespace) -> int:
     return 0
 
 
+def add_health_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--health-addr", default=_env("GPU_HEALTH_HEALTH_ADDR", ""),
+                   help="serve /healthz and /readyz on HOST:PORT (the chart: the pod IP); default: off")
+    p.add_argument("--health-stale-after", type=float, default=None,
+                   help="seconds without a finished loop iteration before /healthz fails (default: "
+                        "agent 3 x interval + 120, controller max(300, 10 x interval))")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu-health", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -228,6 +253,7 @@ def parser() -> argparse.ArgumentParser:
     ag.add_argument("--interval", type=float, default=float(_env("GPU_HEALTH_INTERVAL", "10") or 10))
     ag.add_argument("--event-namespace", default="default")
     ag.add_argument("--once", action="store_true", help="one cycle, print the conditions, exit")
+    add_health_flags(ag)
     ag.set_defaults(fn=cmd_agent)
 
     vf = sub.add_parser("verify", help="probe once; exit 0 when healthy (the verification workload)",
@@ -263,6 +289,7 @@ def parser() -> argparse.ArgumentParser:
     ct.add_argument("--lease-name", default="gpu-health-controller")
     ct.add_argument("--identity", default=_env("POD_NAME", f"gpu-health-{os.getpid()}"))
     ct.add_argument("--once", action="store_true", help="one reconcile pass (no leader election), print plans")
+    add_health_flags(ct)
     ct.set_defaults(fn=cmd_controller)
 
     br = sub.add_parser("breaker-reset", help="close a tripped circuit breaker (a deliberate human act)",

@@ -82,12 +82,58 @@ gpu-health.gpu-catalog.io/host-access.{{ $name }}: {{ printf "%s (read-only): %s
 {{- end -}}
 
 {{- define "gpu-health.agentSecurityContext" -}}
-# root with CAP_SYSLOG only: reading /dev/kmsg needs it when kernel.dmesg_restrict=1
+{{- if eq (int .Values.agent.runAsUser) 0 }}
+# root with CAP_SYSLOG only: reading /dev/kmsg needs it when kernel.dmesg_restrict=1, and a
+# non-root container's process cannot use an added capability (values.yaml: agent.runAsUser)
 runAsUser: 0
+{{- else }}
+runAsUser: {{ .Values.agent.runAsUser }}
+runAsGroup: {{ .Values.agent.runAsUser }}
+runAsNonRoot: true
+{{- end }}
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 privileged: false
 capabilities:
   drop: [ALL]
+  {{- if eq (int .Values.agent.runAsUser) 0 }}
   add: [SYSLOG]
+  {{- end }}
+{{- end -}}
+
+{{/* Pod-level security context of every gpu-health pod: the container runtime's default seccomp filter. */}}
+{{- define "gpu-health.podSecurityContext" -}}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The health endpoints on the pod IP and the kubelet probes that use them. */}}
+{{- define "gpu-health.healthArgs" -}}
+- --health-addr=$(POD_IP):{{ .Values.healthPort }}
+{{- end -}}
+
+{{- define "gpu-health.podIPEnv" -}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end -}}
+
+{{- define "gpu-health.probes" -}}
+ports:
+  - name: health
+    containerPort: {{ .Values.healthPort }}
+    protocol: TCP
+# liveness: the work loop finished an iteration recently (an API outage does not fail it)
+livenessProbe:
+  httpGet: {path: /healthz, port: health}
+  periodSeconds: 20
+  timeoutSeconds: 5
+  failureThreshold: 3
+# readiness: the last iteration reached the API server
+readinessProbe:
+  httpGet: {path: /readyz, port: health}
+  periodSeconds: 10
+  timeoutSeconds: 5
+  failureThreshold: 3
 {{- end -}}
