@@ -16,8 +16,8 @@ import statistics
 import time
 
 from gpucatalog.clusters.sim.cluster import SimCluster
-from gpucatalog.validators.conformance import base
-from gpucatalog.validators.conformance import fault_remediation as fr
+from gpucatalog.validators.conformance import base, remediation_env
+from gpucatalog.validators.conformance import remediation_contract as rc
 
 
 def pct(values: list[float], q: float) -> float:
@@ -34,7 +34,7 @@ def main() -> None:
     cluster = SimCluster(args.sim_name)
     ctx = base.SuiteContext(kubeconfig=cluster.kubeconfig(),
                             params={"inject_fault": cluster.inject_fault, "gpu_health_namespace": args.namespace})
-    env = fr.Env(ctx)
+    env = remediation_env.Env(ctx)
     cond, cordon, back = [], [], []
     for i in range(args.repeats):
         node = env.nodes[i % len(env.nodes)]
@@ -44,13 +44,13 @@ def main() -> None:
         cluster.inject_fault(node, "xid", code=79, gpu=i % 8)
         seen: dict[str, float] = {}
         while time.time() - t0 < 180:
-            n = env.kube.node(node)
+            n = env.node(node)
             now = time.time()
-            if "condition" not in seen and fr.condition(n, "GpuXidError").get("status") == "True":
+            if "condition" not in seen and rc.condition(n, "GpuXidError").get("status") == "True":
                 seen["condition"] = now - t0
-            if "cordon" not in seen and fr.cordoned(n):
+            if "cordon" not in seen and rc.cordoned(n):
                 seen["cordon"] = now - t0
-            if "cordon" in seen and fr.state(n) == "healthy" and not fr.cordoned(n):
+            if "cordon" in seen and rc.state(n) == "healthy" and not rc.cordoned(n):
                 seen["back"] = now - t0
                 break
             time.sleep(0.05)

@@ -1,8 +1,9 @@
-"""What every conformance suite shares: the context it runs in, per-case results and timing,
-and waiting on observable state with a timeout that names what it waited for.
+"""What every conformance suite shares: the context it runs in (with the one place timeouts are
+scaled), per-case results and timing, running cases (optionally behind a preflight), and waiting
+on observable state with a timeout that names what it waited for.
 
-Called by each suite module; the certify pipeline turns ``SuiteResult`` lists into JSON,
-JUnit and HTML.
+Called by each suite module; the certify pipeline builds the ``SuiteContext`` and turns
+``SuiteResult`` lists into JSON, JUnit and HTML.
 """
 
 from __future__ import annotations
@@ -74,10 +75,12 @@ class SuiteResult:
 
 @dataclass
 class SuiteContext:
-    """Where a suite runs. ``kubeconfig`` is the only way to the cluster."""
+    """Where a suite runs. ``kubeconfig`` is the only way to the cluster (a Kubernetes suite
+    opens its client from it: ``kube.Kube(ctx.kubeconfig)``)."""
 
     kubeconfig: Path
     namespace_prefix: str = "conformance"
+    # Multiplies every timeout a suite waits for (a slow cluster gets more time); see ``scaled``.
     timeout_scale: float = 1.0
     # Facts of the installed bundle a suite may need (e.g. values of team-queues, GPU memory).
     params: dict[str, Any] = field(default_factory=dict)
@@ -85,16 +88,39 @@ class SuiteContext:
     endpoints: dict[str, str] = field(default_factory=dict)
     log: Callable[[str], None] = lambda _m: None
 
+    def scaled(self, seconds: float) -> float:
+        """``seconds`` (a suite's timeout for a normal cluster) times ``timeout_scale``."""
+        return seconds * self.timeout_scale
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 0.2) -> T:
-    """Poll ``probe`` until it returns a truthy value; raise ``WaitTimeout`` naming ``what``."""
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 0.2,
+             guard: Callable[[], None] | None = None) -> T:
+    """Poll ``probe`` until it returns a truthy value; raise ``WaitTimeout`` naming ``what``.
+
+    ``guard`` runs before each probe and may raise to end the wait early (e.g. a watchdog that
+    sees a component crash)."""
     deadline = time.monotonic() + timeout
     while True:
+        if guard is not None:
+            guard()
         value = probe()
         if value:
             return value
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def holds(what: str, probe: Callable[[], bool], seconds: float, interval: float = 0.5,
+          guard: Callable[[], None] | None = None) -> None:
+    """Check that ``probe`` stays true for ``seconds`` (e.g. pods stay pending); fail naming
+    ``what``. A probe may raise ``CaseFailed`` itself to name what changed more precisely."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if guard is not None:
+            guard()
+        if not probe():
+            raise CaseFailed(f"expected {what} for {seconds:.0f}s, but it changed")
         time.sleep(interval)
 
 
@@ -119,3 +145,18 @@ def run_cases(name: str, ctx: SuiteContext, cases: list[tuple[str, Case]]) -> Su
         ctx.log(f"{name}/{case_name}: {res.result} {res.reason}")
         results.append(res)
     return SuiteResult(name=name, cases=results, seconds=time.monotonic() - t0, started=started)
+
+
+def run_with_preflight(name: str, ctx: SuiteContext, pre: Case, cases: list[tuple[str, Case]]) -> SuiteResult:
+    """Run the preflight case first; if it fails, report every other case as not run (with the
+    preflight's reason) instead of letting each wait out its timeout."""
+    result = run_cases(name, ctx, [("preflight", pre)])
+    first = result.cases[0]
+    if first.result == "failed":
+        for case_name, _fn in cases:
+            result.cases.append(CaseResult(case_name, "skipped", "not run: preflight failed (see its reason)"))
+        return result
+    rest = run_cases(name, ctx, cases)
+    result.cases.extend(rest.cases)
+    result.seconds += rest.seconds
+    return result

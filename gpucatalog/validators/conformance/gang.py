@@ -17,8 +17,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gpucatalog.validators.conformance import base, kai_cluster
-from gpucatalog.validators.conformance.kai_cluster import Kube, Params, Watchdog, Workspace
+from gpucatalog.validators.conformance import (
+    base,
+    gpu_inventory,
+    kai_params,
+    kai_pods,
+    kai_suite,
+    kai_workspace,
+)
 
 NAME = "gang"
 COMPONENTS = ["scheduler", "binder", "pod-grouper"]
@@ -26,9 +32,9 @@ BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
 SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"
 
 
-def job_body(p: Params, name: str, queue: str, node: str, n: int) -> dict[str, Any]:
+def job_body(p: kai_params.Params, name: str, queue: str, node: str, n: int) -> dict[str, Any]:
     """A batch/v1 Job of ``n`` one-GPU pods on ``node`` that KAI must gang (batch-min-member)."""
-    template = kai_cluster.pin(kai_cluster.pod(p, "job", queue, group="job", gpus=1), [node])
+    template = kai_pods.pin(kai_pods.pod(p, "job", queue, group="job", gpus=1), [node])
     template["metadata"].pop("name")
     template["spec"]["restartPolicy"] = "Never"
     return {"apiVersion": "batch/v1", "kind": "Job",
@@ -38,72 +44,57 @@ def job_body(p: Params, name: str, queue: str, node: str, n: int) -> dict[str, A
                      "template": {"metadata": template["metadata"], "spec": template["spec"]}}}
 
 
-class _Suite:
-    def __init__(self, ctx: base.SuiteContext) -> None:
-        self.p = Params.from_ctx(ctx)
-        self.kube = Kube(str(ctx.kubeconfig))
-        self.size = int(ctx.params.get("gang_size", 4))
-        self.dog: Watchdog | None = None
+class _Suite(kai_suite.KaiSuite):
+    components = COMPONENTS
 
-    def watchdog(self) -> Watchdog:
-        if self.dog is None:
-            self.dog = Watchdog(self.kube, self.p, COMPONENTS)
-        return self.dog
+    def __init__(self, ctx: base.SuiteContext) -> None:
+        super().__init__(ctx)
+        self.size = int(ctx.params.get("gang_size", 4))
 
     def roomiest_node(self, need: int) -> tuple[str, int]:
-        node, free = max(kai_cluster.free_gpus(self.kube).items(), key=lambda kv: (kv[1], kv[0]))
+        # Ties go to the last node by name (``gpu_inventory.roomiest_node`` takes the first).
+        node, free = max(gpu_inventory.free_gpus(self.kube).items(), key=lambda kv: (kv[1], kv[0]))
         if free < need:
             raise base.CaseFailed(f"needs a node with {need} free GPUs; best is {node} with {free}")
         return node, free
 
-    def pod_group(self, ws: Workspace, name: str, queue: str, min_member: int) -> None:
-        body = {"apiVersion": f"{kai_cluster.GROUP}/v2alpha2", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": ws.ns},
-                "spec": {"minMember": min_member, "queue": queue, "priorityClassName": self.p.preemptible_class}}
+    def pod_group(self, ws: kai_workspace.Workspace, name: str, queue: str, min_member: int) -> None:
+        body = kai_pods.pod_group(name, ws.ns, queue, min_member, self.p.preemptible_class)
         self.kube.call(f"create PodGroup {name}", self.kube.custom.create_namespaced_custom_object,
-                       kai_cluster.GROUP, "v2alpha2", ws.ns, "podgroups", body)
+                       kai_params.GROUP, "v2alpha2", ws.ns, "podgroups", body)
 
-    def gang(self, ws: Workspace, queue: str, node: str, n: int) -> None:
+    def gang(self, ws: kai_workspace.Workspace, queue: str, node: str, n: int) -> None:
         self.pod_group(ws, "gang", queue, n)
         for i in range(n):
             # skip-podgrouper: KAI's pod-grouper must not regroup pods that join an explicit PodGroup.
-            body = kai_cluster.pod(self.p, f"gang-{i}", queue, group="gang", gpus=1, pod_group="gang",
-                                   priority_class=self.p.preemptible_class,
-                                   annotations={SKIP_PODGROUPER: "true"})
-            ws.create(kai_cluster.pin(body, [node]))
+            body = kai_pods.pod(self.p, f"gang-{i}", queue, group="gang", gpus=1, pod_group="gang",
+                                priority_class=self.p.preemptible_class,
+                                annotations={SKIP_PODGROUPER: "true"})
+            ws.create(kai_pods.pin(body, [node]))
 
-    def all_scheduled(self, ws: Workspace, group: str, n: int, what: str) -> list[Any]:
+    def all_scheduled(self, ws: kai_workspace.Workspace, group: str, n: int, what: str) -> list[Any]:
         def probe() -> list[Any] | None:
-            pods = [x for x in ws.pods(f"{kai_cluster.SUITE_LABEL}={group}") if kai_cluster.is_scheduled(x)]
+            pods = [x for x in ws.group_pods(group) if kai_pods.is_scheduled(x)]
             return pods if len(pods) >= n else None
 
-        return kai_cluster.wait(self.watchdog(), what, probe, self.p.wait_seconds)
+        return self.wait(what, probe)
 
     def spread(self, pods: list[Any], res: base.CaseResult) -> None:
-        times = [t for t in (kai_cluster.scheduled_at(x) for x in pods) if t is not None]
+        times = [t for t in (kai_pods.scheduled_at(x) for x in pods) if t is not None]
         if times:
             res.details["scheduled_spread_s"] = round(max(times) - min(times), 3)
 
-    def bind_requests(self, ws: Workspace) -> list[str]:
-        found = self.kube.call("list BindRequests", self.kube.custom.list_namespaced_custom_object,
-                               kai_cluster.GROUP, "v1alpha2", ws.ns, "bindrequests")
-        return [str(b["spec"].get("podName", "")) for b in found.get("items", [])]
+    def bind_requests(self, ws: kai_workspace.Workspace) -> list[str]:
+        return [str(b["spec"].get("podName", "")) for b in ws.bind_requests()]
 
-    # -- cases ---------------------------------------------------------------------------------
-
-    def preflight(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
-        res.details.update(kai_cluster.preflight(
-            self.kube, self.p, COMPONENTS, min_gpus=2,
-            priority_classes=(self.p.preemptible_class, self.p.non_preemptible_class)))
-        self.watchdog()
+    # -- cases (the preflight is KaiSuite's) ---------------------------------------------------
 
     def gang_with_room_starts_together(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
         node, free = self.roomiest_node(2)
         n = min(self.size, free)
         res.details.update({"node": node, "min_member": n})
-        with kai_cluster.workspace(self.kube, self.p, "gang", res) as ws:
-            root = ws.queue(f"{ws.ns}-root", quota=0)
-            q = ws.queue(f"{ws.ns}-q", parent=root, quota=0)
+        with kai_workspace.workspace(self.kube, self.p, "gang", res) as ws:
+            q = ws.leaf_queue()
             t0 = time.monotonic()
             self.gang(ws, q, node, n)
             pods = self.all_scheduled(ws, "gang", n, f"all {n} pods of the gang to be scheduled")
@@ -115,27 +106,26 @@ class _Suite:
         n = min(self.size, free)
         fillers = free - (n - 1)
         res.details.update({"node": node, "min_member": n, "free_gpus": free, "fillers": fillers})
-        with kai_cluster.workspace(self.kube, self.p, "gang", res) as ws:
+        with kai_workspace.workspace(self.kube, self.p, "gang", res) as ws:
             root = ws.queue(f"{ws.ns}-root", quota=fillers)
             hold = ws.queue(f"{ws.ns}-hold", parent=root, quota=fillers)
             q = ws.queue(f"{ws.ns}-q", parent=root, quota=0)
             # Non-preemptible, in-quota pods of another queue: the gang may neither preempt nor reclaim them.
             for i in range(fillers):
-                body = kai_cluster.pod(self.p, f"filler-{i}", hold, group="filler", gpus=1,
-                                       priority_class=self.p.non_preemptible_class)
-                ws.create(kai_cluster.pin(body, [node]))
+                body = kai_pods.pod(self.p, f"filler-{i}", hold, group="filler", gpus=1,
+                                    priority_class=self.p.non_preemptible_class)
+                ws.create(kai_pods.pin(body, [node]))
             self.all_scheduled(ws, "filler", fillers, f"{fillers} filler pods to hold all but {n - 1} GPUs of {node}")
             self.gang(ws, q, node, n)
 
             def all_refused() -> bool | None:
-                pods = ws.pods(f"{kai_cluster.SUITE_LABEL}=gang")
-                return len(pods) == n and all(kai_cluster.unschedulable_reason(x) for x in pods) or None
+                pods = ws.group_pods("gang")
+                return len(pods) == n and all(kai_pods.unschedulable_reason(x) for x in pods) or None
 
-            kai_cluster.wait(self.watchdog(), f"KAI to mark all {n} gang pods unschedulable", all_refused,
-                             self.p.wait_seconds)
+            self.wait(f"KAI to mark all {n} gang pods unschedulable", all_refused)
 
             def none_bound() -> bool:
-                pods = ws.pods(f"{kai_cluster.SUITE_LABEL}=gang")
+                pods = ws.group_pods("gang")
                 bound = [x.metadata.name for x in pods if x.spec.node_name]
                 gang_requests = [b for b in self.bind_requests(ws) if b.startswith("gang-")]
                 if bound or gang_requests:
@@ -143,8 +133,8 @@ class _Suite:
                                           f"BindRequests for {gang_requests}")
                 return True
 
-            kai_cluster.stays(self.watchdog(), "no gang pod bound", none_bound, self.p.settle_seconds)
-            res.details["pending_reason"] = kai_cluster.unschedulable_reason(ws.pods(f"{kai_cluster.SUITE_LABEL}=gang")[0])
+            self.stays("no gang pod bound", none_bound)
+            res.details["pending_reason"] = kai_pods.unschedulable_reason(ws.group_pods("gang")[0])
             t0 = time.monotonic()
             ws.delete_pod("filler-0")
             pods = self.all_scheduled(ws, "gang", n, f"all {n} gang pods to start once one GPU freed up")
@@ -155,21 +145,17 @@ class _Suite:
         node, free = self.roomiest_node(2)
         n = min(self.size, free)
         res.details.update({"node": node, "min_member": n})
-        with kai_cluster.workspace(self.kube, self.p, "gang", res) as ws:
-            root = ws.queue(f"{ws.ns}-root", quota=0)
-            q = ws.queue(f"{ws.ns}-q", parent=root, quota=0)
+        with kai_workspace.workspace(self.kube, self.p, "gang", res) as ws:
+            q = ws.leaf_queue()
             job = job_body(self.p, "gang-job", q, node, n)
             self.kube.call("create Job gang-job", self.kube.batch.create_namespaced_job, ws.ns, job)
             self.all_scheduled(ws, "job", n, f"all {n} pods of the Job to be scheduled")
 
             def group_of_job() -> dict[str, Any] | None:
-                found = self.kube.call("list PodGroups", self.kube.custom.list_namespaced_custom_object,
-                                       kai_cluster.GROUP, "v2alpha2", ws.ns, "podgroups")
-                items: list[dict[str, Any]] = found.get("items", [])
+                items = ws.pod_groups()
                 return items[0] if items else None
 
-            pg = kai_cluster.wait(self.watchdog(), "KAI's pod-grouper to create the Job's PodGroup", group_of_job,
-                                  self.p.wait_seconds)
+            pg = self.wait("KAI's pod-grouper to create the Job's PodGroup", group_of_job)
             res.details["podgroup"] = {"name": pg["metadata"]["name"], "minMember": pg["spec"].get("minMember")}
             if pg["spec"].get("minMember") != n:
                 raise base.CaseFailed(f"the Job's PodGroup has minMember {pg['spec'].get('minMember')}; expected {n}")
@@ -180,11 +166,8 @@ class _Suite:
 
 def run(ctx: base.SuiteContext) -> base.SuiteResult:
     s = _Suite(ctx)
-    try:
-        return kai_cluster.run_with_preflight(NAME, ctx, s.preflight, [
-            ("gang_with_room_starts_together", s.gang_with_room_starts_together),
-            ("gang_short_of_one_gpu_starts_none_then_all", s.gang_short_of_one_gpu_starts_none_then_all),
-            ("job_with_batch_min_member", s.job_with_batch_min_member),
-        ])
-    finally:
-        s.kube.close()
+    return s.run(NAME, ctx, [
+        ("gang_with_room_starts_together", s.gang_with_room_starts_together),
+        ("gang_short_of_one_gpu_starts_none_then_all", s.gang_short_of_one_gpu_starts_none_then_all),
+        ("job_with_batch_min_member", s.job_with_batch_min_member),
+    ])

@@ -21,8 +21,14 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from gpucatalog.validators.conformance import base, kai_cluster, kai_math
-from gpucatalog.validators.conformance.kai_cluster import Kube, Params, Watchdog, Workspace
+from gpucatalog.validators.conformance import (
+    base,
+    gpu_inventory,
+    kai_math,
+    kai_pods,
+    kai_suite,
+    kai_workspace,
+)
 
 NAME = "quota_reclaim"
 COMPONENTS = ["scheduler", "binder", "pod-grouper"]
@@ -46,57 +52,40 @@ class _ReclaimTracker:
             self.seen.setdefault(name, now)
 
 
-class _Suite:
+class _Suite(kai_suite.KaiSuite):
+    components = COMPONENTS
+
     def __init__(self, ctx: base.SuiteContext) -> None:
-        self.p = Params.from_ctx(ctx)
-        self.kube = Kube(str(ctx.kubeconfig))
+        super().__init__(ctx)
         self.rounds = int(ctx.params.get("reclaim_rounds", 3))
         self.max_gpus = int(ctx.params.get("max_reclaim_gpus", 16))
         self.max_weight_gpus = int(ctx.params.get("max_weight_gpus", 64))
-        self.dog: Watchdog | None = None
 
-    def watchdog(self) -> Watchdog:
-        if self.dog is None:
-            self.dog = Watchdog(self.kube, self.p, COMPONENTS)
-        return self.dog
-
-    def scheduled(self, ws: Workspace, group: str) -> list[Any]:
-        return [x for x in ws.pods(f"{kai_cluster.SUITE_LABEL}={group}")
-                if kai_cluster.is_scheduled(x) and x.metadata.deletion_timestamp is None]
+    def scheduled(self, ws: kai_workspace.Workspace, group: str) -> list[Any]:
+        return [x for x in ws.group_pods(group)
+                if kai_pods.is_scheduled(x) and x.metadata.deletion_timestamp is None]
 
     def pick_nodes(self) -> tuple[list[str], int]:
         """Whole nodes with free GPUs, up to max_reclaim_gpus, an even number of GPUs in all."""
-        nodes: list[str] = []
-        total = 0
-        for node, count in sorted(kai_cluster.free_gpus(self.kube).items(), key=lambda kv: (-kv[1], kv[0])):
-            if count and (not nodes or total + count <= self.max_gpus):
-                nodes.append(node)
-                total += count
+        nodes, total = gpu_inventory.whole_nodes(gpu_inventory.free_gpus(self.kube), self.max_gpus)
         total -= total % 2
         if total < 2:
             raise base.CaseFailed(f"needs at least 2 free GPUs, found {total}")
         return nodes, total
 
-    def submit(self, ws: Workspace, queue: str, group: str, count: int, nodes: list[str], start: int = 0,
+    def submit(self, ws: kai_workspace.Workspace, queue: str, group: str, count: int, nodes: list[str], start: int = 0,
                priority_class: str | None = None) -> None:
         for i in range(start, start + count):
-            body = kai_cluster.pod(self.p, f"{group}-{i}", queue, group=group, gpus=1,
-                                   priority_class=priority_class or self.p.preemptible_class)
-            ws.create(kai_cluster.pin(body, nodes))
+            body = kai_pods.pod(self.p, f"{group}-{i}", queue, group=group, gpus=1,
+                                priority_class=priority_class or self.p.preemptible_class)
+            ws.create(kai_pods.pin(body, nodes))
 
-    def wait_count(self, ws: Workspace, group: str, count: int, what: str) -> None:
-        kai_cluster.wait(self.watchdog(), what, lambda: len(self.scheduled(ws, group)) >= count or None,
-                         self.p.wait_seconds)
+    def wait_count(self, ws: kai_workspace.Workspace, group: str, count: int, what: str) -> None:
+        self.wait(what, lambda: len(self.scheduled(ws, group)) >= count or None)
 
-    # -- cases ---------------------------------------------------------------------------------
+    # -- cases (the preflight is KaiSuite's) ---------------------------------------------------
 
-    def preflight(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
-        res.details.update(kai_cluster.preflight(
-            self.kube, self.p, COMPONENTS, min_gpus=2,
-            priority_classes=(self.p.preemptible_class, self.p.non_preemptible_class)))
-        self.watchdog()
-
-    def reclaim_rounds(self, ws: Workspace, a: str, b: str, res: base.CaseResult) -> None:
+    def reclaim_rounds(self, ws: kai_workspace.Workspace, a: str, b: str, res: base.CaseResult) -> None:
         nodes, g = self.pick_nodes()
         half = g // 2
         res.details.update({"gpus": g, "nodes": nodes, "quota_a": half, "quota_b": half})
@@ -115,7 +104,7 @@ class _Suite:
             res.details["rounds"] = rounds
         res.details["latency"] = kai_math.latency_summary(samples)
 
-    def one_reclaim(self, ws: Workspace, b: str, group: str, nodes: list[str], half: int, r: int) -> dict[str, Any]:
+    def one_reclaim(self, ws: kai_workspace.Workspace, b: str, group: str, nodes: list[str], half: int, r: int) -> dict[str, Any]:
         """B submits ``half`` in-quota pods while A holds every GPU; measure and check the reclaim."""
         before = {x.metadata.name for x in self.scheduled(ws, "a")}
         track = _ReclaimTracker(len(before))
@@ -126,16 +115,14 @@ class _Suite:
             track.observe_b(x.metadata.name for x in self.scheduled(ws, group))
             return len(track.seen) >= half or None
 
-        kai_cluster.wait(self.watchdog(), f"queue B's {half} in-quota pods to run by reclaiming from A (round {r})",
-                         b_running, self.p.wait_seconds)
+        self.wait(f"queue B's {half} in-quota pods to run by reclaiming from A (round {r})", b_running)
 
         def a_settled() -> bool | None:
             running = len(self.scheduled(ws, "a"))
             track.observe_a(running)
             return running <= half or None
 
-        kai_cluster.wait(self.watchdog(), f"queue A to settle at its quota of {half} (round {r})", a_settled,
-                         self.p.wait_seconds)
+        self.wait(f"queue A to settle at its quota of {half} (round {r})", a_settled)
         after = {x.metadata.name for x in self.scheduled(ws, "a")}
         track.observe_a(len(after))
         info = {"round": r, "evicted_from_a": len(before - after), "a_running": len(after),
@@ -145,14 +132,13 @@ class _Suite:
         if len(after) != half:
             raise base.CaseFailed(f"round {r}: queue A kept {len(after)} pods; expected exactly its quota {half}")
         # B leaves again so A can borrow in the next round.
-        for x in ws.pods(f"{kai_cluster.SUITE_LABEL}={group}"):
+        for x in ws.group_pods(group):
             ws.delete_pod(x.metadata.name)
-        kai_cluster.wait(self.watchdog(), f"queue B's pods of round {r} to be gone",
-                         lambda: not ws.pods(f"{kai_cluster.SUITE_LABEL}={group}") or None, self.p.wait_seconds)
+        self.wait(f"queue B's pods of round {r} to be gone", lambda: not ws.group_pods(group) or None)
         return info
 
     def reclaim_borrowed_gpus(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
-        with kai_cluster.workspace(self.kube, self.p, "reclaim", res) as ws:
+        with kai_workspace.workspace(self.kube, self.p, "reclaim", res) as ws:
             _, g = self.pick_nodes()
             root = ws.queue(f"{ws.ns}-root", quota=g)
             a = ws.queue(f"{ws.ns}-a", parent=root, quota=g // 2)
@@ -160,7 +146,7 @@ class _Suite:
             self.reclaim_rounds(ws, a, b, res)
 
     def hierarchical_reclaim_across_departments(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
-        with kai_cluster.workspace(self.kube, self.p, "reclaim", res) as ws:
+        with kai_workspace.workspace(self.kube, self.p, "reclaim", res) as ws:
             _, g = self.pick_nodes()
             root = ws.queue(f"{ws.ns}-root", quota=g)
             d1 = ws.queue(f"{ws.ns}-dept1", parent=root, quota=g // 2)
@@ -170,43 +156,28 @@ class _Suite:
             self.reclaim_rounds(ws, a, b, res)
 
     def non_preemptible_stays_within_quota(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
-        free = kai_cluster.free_gpus(self.kube)
-        node, n = max(free.items(), key=lambda kv: kv[1])
-        if n < 2:
-            raise base.CaseFailed(f"needs a node with 2 free GPUs; best is {node} with {n}")
-        with kai_cluster.workspace(self.kube, self.p, "reclaim", res) as ws:
-            root = ws.queue(f"{ws.ns}-root", quota=1)
-            q = ws.queue(f"{ws.ns}-q", parent=root, quota=1)
+        node, _n = gpu_inventory.roomiest_node(gpu_inventory.free_gpus(self.kube), 2)
+        with kai_workspace.workspace(self.kube, self.p, "reclaim", res) as ws:
+            q = ws.leaf_queue(quota=1)
             self.submit(ws, q, "np", 2, [node], priority_class=self.p.non_preemptible_class)
-
-            def decided() -> tuple[list[Any], list[Any]] | None:
-                pods = ws.pods(f"{kai_cluster.SUITE_LABEL}=np")
-                done = [x for x in pods if kai_cluster.is_scheduled(x)]
-                pending = [x for x in pods if kai_cluster.unschedulable_reason(x)]
-                return (done, pending) if len(done) + len(pending) == 2 else None
-
-            done, pending = kai_cluster.wait(self.watchdog(), "KAI to decide on both non-preemptible pods",
-                                             decided, self.p.wait_seconds)
+            done, pending = self.settle(ws, "np", 2, "KAI to decide on both non-preemptible pods")
             if len(done) != 1:
                 raise base.CaseFailed(f"{len(done)} non-preemptible 1-GPU pods scheduled in a queue with quota 1; "
                                       "expected exactly 1")
-            res.details["pending_reason"] = kai_cluster.unschedulable_reason(pending[0])
+            res.details["pending_reason"] = kai_pods.unschedulable_reason(pending[0])
             res.details["podgroup_reasons"] = self.podgroup_reasons(ws)
-            kai_cluster.stays(self.watchdog(), "the over-quota non-preemptible pod pending",
-                              lambda: len(self.scheduled(ws, "np")) == 1, self.p.settle_seconds)
+            self.stays("the over-quota non-preemptible pod pending", lambda: len(self.scheduled(ws, "np")) == 1)
 
-    def podgroup_reasons(self, ws: Workspace) -> list[str]:
-        groups = self.kube.call("list PodGroups", self.kube.custom.list_namespaced_custom_object,
-                                kai_cluster.GROUP, "v2alpha2", ws.ns, "podgroups")
+    def podgroup_reasons(self, ws: kai_workspace.Workspace) -> list[str]:
         reasons: list[str] = []
-        for pg in groups.get("items", []):
+        for pg in ws.pod_groups():
             for cond in (pg.get("status") or {}).get("schedulingConditions") or []:
                 reasons.append(str(cond.get("reason", "")))
         return sorted(set(reasons))
 
     def over_quota_weights_split_spare_gpus(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
-        capacity = kai_cluster.gpu_capacity(self.kube)
-        free = kai_cluster.free_gpus(self.kube)
+        capacity = gpu_inventory.gpu_capacity(self.kube)
+        free = gpu_inventory.free_gpus(self.kube)
         g = sum(free.values())
         if g != sum(capacity.values()):
             raise base.CaseFailed(f"needs an idle cluster: {sum(capacity.values()) - g} GPUs are in use")
@@ -214,7 +185,7 @@ class _Suite:
             raise base.CaseFailed(f"the cluster has {g} GPUs; this case runs on 3..{self.max_weight_gpus} "
                                   "(set max_weight_gpus)")
         weights = {"w1": 1.0, "w2": 2.0}
-        with kai_cluster.workspace(self.kube, self.p, "reclaim", res) as ws:
+        with kai_workspace.workspace(self.kube, self.p, "reclaim", res) as ws:
             root = ws.queue(f"{ws.ns}-root", quota=0)
             queues = {k: ws.queue(f"{ws.ns}-{k}", parent=root, quota=0, weight=int(w)) for k, w in weights.items()}
             nodes = sorted(capacity)
@@ -231,20 +202,16 @@ class _Suite:
                 ok = sum(got.values()) >= sum(want.values()) and all(got[k] >= want[k] for k in weights)
                 return got if ok else None
 
-            got = kai_cluster.wait(self.watchdog(), f"GPUs to split 1:2 (at least {want})", converged,
-                                   self.p.wait_seconds)
+            got = self.wait(f"GPUs to split 1:2 (at least {want})", converged)
             if sum(got.values()) > g:
                 raise base.CaseFailed(f"{sum(got.values())} pods scheduled on {g} GPUs")
 
 
 def run(ctx: base.SuiteContext) -> base.SuiteResult:
     s = _Suite(ctx)
-    try:
-        return kai_cluster.run_with_preflight(NAME, ctx, s.preflight, [
-            ("reclaim_borrowed_gpus", s.reclaim_borrowed_gpus),
-            ("non_preemptible_stays_within_quota", s.non_preemptible_stays_within_quota),
-            ("over_quota_weights_split_spare_gpus", s.over_quota_weights_split_spare_gpus),
-            ("hierarchical_reclaim_across_departments", s.hierarchical_reclaim_across_departments),
-        ])
-    finally:
-        s.kube.close()
+    return s.run(NAME, ctx, [
+        ("reclaim_borrowed_gpus", s.reclaim_borrowed_gpus),
+        ("non_preemptible_stays_within_quota", s.non_preemptible_stays_within_quota),
+        ("over_quota_weights_split_spare_gpus", s.over_quota_weights_split_spare_gpus),
+        ("hierarchical_reclaim_across_departments", s.hierarchical_reclaim_across_departments),
+    ])

@@ -136,8 +136,8 @@ class Slurm:
     def drain(self, node: str, reason: str) -> None:
         self.run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
 
-    def resume(self, node: str) -> None:
-        self.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+    def resume(self, node: str, *, check: bool = True) -> None:
+        self.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=check)
 
 
 def _kv(line: str) -> dict[str, str]:

@@ -35,15 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpucatalog.validators.conformance.base import (
-    CaseFailed,
-    CaseResult,
-    SuiteContext,
-    SuiteResult,
-    run_cases,
-    wait_for,
-)
-from gpucatalog.validators.conformance.slurm_cli import ControllerDown, Job, Node, Slurm
+from gpucatalog.validators.conformance import base, slurm_cli
 
 NAME = "slurm"
 LONG = "sleep 600"
@@ -52,19 +44,19 @@ ONCE = 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then exit 0; fi; sleep 600'
 NEVER_RUNS = ("BadConstraints", "PartitionConfig", "ReqNodeNotAvail", "PartitionNodeLimit")
 
 
-def run(ctx: SuiteContext) -> SuiteResult:
-    slurm = Slurm(ctx.endpoints.get("slurm_conf"))
+def run(ctx: base.SuiteContext) -> base.SuiteResult:
+    slurm = slurm_cli.Slurm(ctx.endpoints.get("slurm_conf"))
     state: dict[str, Any] = {"down": None}
 
-    def guard(fn: Callable[[SuiteContext, CaseResult, Slurm], None]) -> Callable[[SuiteContext, CaseResult], None]:
-        def case(c: SuiteContext, res: CaseResult) -> None:
+    def guard(fn: Callable[[base.SuiteContext, base.CaseResult, slurm_cli.Slurm], None]) -> Callable[[base.SuiteContext, base.CaseResult], None]:
+        def case(c: base.SuiteContext, res: base.CaseResult) -> None:
             if state["down"] is not None:
-                raise ControllerDown(state["down"])
+                raise slurm_cli.ControllerDown(state["down"])
             submitted: list[str] = []
             res.details["jobs"] = submitted
             try:
                 fn(c, res, slurm)
-            except ControllerDown as exc:
+            except slurm_cli.ControllerDown as exc:
                 state["down"] = str(exc)
                 raise
             finally:
@@ -81,47 +73,43 @@ def run(ctx: SuiteContext) -> SuiteResult:
         ("drain-on-fault", guard(_drain_on_fault)),
         ("manual-drain-kept", guard(_manual_drain_kept)),
     ]
-    return run_cases(NAME, ctx, cases)
+    return base.run_cases(NAME, ctx, cases)
 
 
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _t(ctx: SuiteContext, seconds: float) -> float:
-    return seconds * ctx.timeout_scale
-
-
-def _jobs(res: CaseResult) -> list[str]:
+def _jobs(res: base.CaseResult) -> list[str]:
     jobs: list[str] = res.details["jobs"]
     return jobs
 
 
-def _wait_job(ctx: SuiteContext, slurm: Slurm, job_id: str, states: tuple[str, ...], timeout: float) -> Job:
-    def probe() -> Job | None:
+def _wait_job(ctx: base.SuiteContext, slurm: slurm_cli.Slurm, job_id: str, states: tuple[str, ...], timeout: float) -> slurm_cli.Job:
+    def probe() -> slurm_cli.Job | None:
         j = slurm.job(job_id)
         return j if j.state in states else None
 
     try:
-        return wait_for(f"job {job_id} to be {'/'.join(states)}", probe, _t(ctx, timeout))
-    except CaseFailed:
+        return base.wait_for(f"job {job_id} to be {'/'.join(states)}", probe, ctx.scaled(timeout))
+    except base.CaseFailed:
         slurm.raise_if_controller_down(f"waiting for job {job_id}")
         j = slurm.job(job_id)
-        raise CaseFailed(f"job {job_id} is {j.state} (reason {j.reason}), expected {'/'.join(states)} within {timeout:.0f}s") from None
+        raise base.CaseFailed(f"job {job_id} is {j.state} (reason {j.reason}), expected {'/'.join(states)} within {timeout:.0f}s") from None
 
 
-def _partitions(ctx: SuiteContext, slurm: Slurm) -> tuple[str, str]:
+def _partitions(ctx: base.SuiteContext, slurm: slurm_cli.Slurm) -> tuple[str, str]:
     tiers = slurm.partitions()
     if not tiers:
-        raise CaseFailed("the cluster has no partitions")
+        raise base.CaseFailed("the cluster has no partitions")
     low = str(ctx.params.get("low_partition") or min(tiers, key=lambda p: tiers[p]))
     high = str(ctx.params.get("high_partition") or max(tiers, key=lambda p: tiers[p]))
     return low, high
 
 
-def _gpu_nodes(slurm: Slurm, partition: str) -> list[Node]:
+def _gpu_nodes(slurm: slurm_cli.Slurm, partition: str) -> list[slurm_cli.Node]:
     nodes = [n for n in slurm.nodes().values() if partition in n.partitions and n.gpus > 0 and not n.drained]
     if not nodes:
-        raise CaseFailed(f"partition {partition} has no schedulable GPU node")
+        raise base.CaseFailed(f"partition {partition} has no schedulable GPU node")
     return sorted(nodes, key=lambda n: n.name)
 
 
@@ -139,16 +127,16 @@ def _indexes(spec: str) -> set[int]:
 # -- cases ------------------------------------------------------------------------------------
 
 
-def _controller(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+def _controller(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cli.Slurm) -> None:
     slurm.raise_if_controller_down("first contact")
     nodes = slurm.nodes()
     res.details["nodes"] = {n.name: f"{n.state} gpu:{n.gpu_type}:{n.gpus}" for n in nodes.values()}
     no_gpu = [n.name for n in nodes.values() if n.gpus == 0]
     if not nodes or no_gpu:
-        raise CaseFailed(f"nodes without gpu gres: {no_gpu or 'no nodes at all'}")
+        raise base.CaseFailed(f"nodes without gpu gres: {no_gpu or 'no nodes at all'}")
 
 
-def _gres_placement(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+def _gres_placement(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cli.Slurm) -> None:
     low, _ = _partitions(ctx, slurm)
     nodes = _gpu_nodes(slurm, low)
     per_job = max(1, min(n.gpus for n in nodes) // 2)
@@ -164,44 +152,44 @@ def _gres_placement(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
         for node, spec in j.gres_idx.items():
             idx = _indexes(spec)
             if used.setdefault(node, set()) & idx:
-                raise CaseFailed(f"job {j.id} got GPUs {sorted(idx)} on {node}, already given to another job")
+                raise base.CaseFailed(f"job {j.id} got GPUs {sorted(idx)} on {node}, already given to another job")
             used[node] |= idx
     capacity = {n.name: n.gpus for n in nodes}
     over = {n: len(i) for n, i in used.items() if len(i) > capacity.get(n, 0)}
     if over:
-        raise CaseFailed(f"more GPUs allocated than the node has: {over}")
+        raise base.CaseFailed(f"more GPUs allocated than the node has: {over}")
     res.details["placement"] = {n: sorted(i) for n, i in used.items()}
-    wait_for(f"job {extra} to pend with reason Resources", lambda: slurm.job(extra).reason == "Resources", _t(ctx, 15))
+    base.wait_for(f"job {extra} to pend with reason Resources", lambda: slurm.job(extra).reason == "Resources", ctx.scaled(15))
     j = slurm.job(extra)
     if j.state != "PENDING":
-        raise CaseFailed(f"job {extra} beyond the free GPUs is {j.state}, expected PENDING")
+        raise base.CaseFailed(f"job {extra} beyond the free GPUs is {j.state}, expected PENDING")
 
 
-def _gres_oversized(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+def _gres_oversized(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cli.Slurm) -> None:
     low, _ = _partitions(ctx, slurm)
     most = max(n.gpus for n in _gpu_nodes(slurm, low))
     job_id, err = slurm.sbatch_try("-p", low, "-N", "1", f"--gres=gpu:{most + 1}", wrap="true")
     if job_id is None:
         res.details["refused"] = err
         if "Requested node configuration is not available" not in err:
-            raise CaseFailed(f"sbatch refused gpu:{most + 1} for an unexpected reason: {err}")
+            raise base.CaseFailed(f"sbatch refused gpu:{most + 1} for an unexpected reason: {err}")
         return
     _jobs(res).append(job_id)
     time.sleep(2)
     j = slurm.job(job_id)
     res.details["pending_reason"] = j.reason
     if j.state != "PENDING" or j.reason not in NEVER_RUNS:
-        raise CaseFailed(f"job asking gpu:{most + 1} (node max {most}) is {j.state} reason {j.reason}, expected PENDING with one of {NEVER_RUNS}")
+        raise base.CaseFailed(f"job asking gpu:{most + 1} (node max {most}) is {j.state} reason {j.reason}, expected PENDING with one of {NEVER_RUNS}")
 
 
-def _preempt_requeue(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+def _preempt_requeue(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cli.Slurm) -> None:
     low, high = _partitions(ctx, slurm)
     tiers = slurm.partitions()
     if tiers[low] >= tiers[high]:
-        raise CaseFailed(f"no two partitions with different PriorityTier (have {tiers})")
+        raise base.CaseFailed(f"no two partitions with different PriorityTier (have {tiers})")
     shared = [n for n in _gpu_nodes(slurm, low) if high in n.partitions]
     if not shared:
-        raise CaseFailed(f"no GPU node is in both {low} and {high}")
+        raise base.CaseFailed(f"no GPU node is in both {low} and {high}")
     node = shared[0]
     jobs = _jobs(res)
     victim = slurm.sbatch("-p", low, "-w", node.name, "--requeue", f"--gres=gpu:{node.gpus}", wrap=ONCE)
@@ -212,33 +200,33 @@ def _preempt_requeue(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
     jobs.append(urgent)
     _wait_job(ctx, slurm, urgent, ("RUNNING", "COMPLETING", "COMPLETED"), 30)
     res.details["preempt_start_s"] = round(time.monotonic() - t0, 2)
-    wait_for(f"job {victim} to be requeued", lambda: slurm.job(victim).restarts >= 1, _t(ctx, 30))
+    base.wait_for(f"job {victim} to be requeued", lambda: slurm.job(victim).restarts >= 1, ctx.scaled(30))
     done = _wait_job(ctx, slurm, victim, ("COMPLETED",), float(ctx.params.get("requeue_timeout", 240)))
     res.details["victim_restarts"] = done.restarts
     res.details["requeue_complete_s"] = round(time.monotonic() - t0, 2)
 
 
-def _gpu_quota(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
+def _gpu_quota(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cli.Slurm) -> None:
     low, _ = _partitions(ctx, slurm)
     nodes = _gpu_nodes(slurm, low)
     if len(nodes) < 1:
-        raise CaseFailed("no GPU node")
+        raise base.CaseFailed("no GPU node")
     quota = max(1, nodes[0].gpus // 2)
     account = f"cq{os.getpid()}"
     user = getpass.getuser()
     try:
         slurm.run(["sacctmgr", "-i", "add", "account", account, "Description=conformance GPU quota"])
-    except CaseFailed as exc:
-        raise CaseFailed(f"accounting is not available, a GPU quota cannot be enforced: {exc}") from None
+    except base.CaseFailed as exc:
+        raise base.CaseFailed(f"accounting is not available, a GPU quota cannot be enforced: {exc}") from None
     try:
         slurm.run(["sacctmgr", "-i", "add", "user", user, f"account={account}"])
         slurm.run(["sacctmgr", "-i", "modify", "account", account, "set", f"GrpTRES=gres/gpu={quota}"])
         jobs = _jobs(res)
         # slurmdbd pushes the new association to slurmctld asynchronously: retry until accepted.
-        first = wait_for(
+        first = base.wait_for(
             f"account {account} to be usable",
             lambda: slurm.sbatch_try("-p", low, "-A", account, f"--gres=gpu:{quota}", wrap=LONG)[0],
-            _t(ctx, 20),
+            ctx.scaled(20),
         )
         jobs.append(first)
         _wait_job(ctx, slurm, first, ("RUNNING",), 30)
@@ -247,11 +235,11 @@ def _gpu_quota(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
         control = slurm.sbatch("-p", low, "--gres=gpu:1", wrap=LONG)
         jobs.append(control)
         _wait_job(ctx, slurm, control, ("RUNNING",), 30)
-        wait_for(f"job {over} to pend on the account's GPU limit", lambda: slurm.job(over).reason == "AssocGrpGRES", _t(ctx, 15))
+        base.wait_for(f"job {over} to pend on the account's GPU limit", lambda: slurm.job(over).reason == "AssocGrpGRES", ctx.scaled(15))
         j = slurm.job(over)
         res.details.update(quota=quota, over_reason=j.reason)
         if j.state != "PENDING":
-            raise CaseFailed(f"job {over} over the account's gres/gpu={quota} is {j.state}")
+            raise base.CaseFailed(f"job {over} over the account's gres/gpu={quota} is {j.state}")
     finally:
         slurm.cancel(_jobs(res))
         _jobs(res).clear()
@@ -259,10 +247,13 @@ def _gpu_quota(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
         slurm.run(["sacctmgr", "-i", "delete", "account", account], check=False)
 
 
-def _fault_hooks(ctx: SuiteContext) -> tuple[Callable[[str], None], Callable[[str], None]] | None:
-    """(inject one fault on a node, clear a node's faults) from the params, or None."""
+def _fault_hooks(ctx: base.SuiteContext, res: base.CaseResult) -> tuple[Callable[[str], None], Callable[[str], None]] | None:
+    """(inject one fault on a node, clear a node's faults) from the params; without an injector
+    the case is marked skipped and None returned."""
     inject, clear = ctx.params.get("inject_fault"), ctx.params.get("clear_fault")
     if not callable(inject):
+        res.result = "skipped"
+        res.reason = "no inject_fault/clear_fault in the suite params"
         return None
     fault = dict(ctx.params.get("fault") or {"kind": "xid", "code": 48})
     kind = str(fault.pop("kind", "xid"))
@@ -279,15 +270,13 @@ def _fault_hooks(ctx: SuiteContext) -> tuple[Callable[[str], None], Callable[[st
     return do_inject, do_clear
 
 
-def _node(slurm: Slurm, name: str) -> Node:
+def _node(slurm: slurm_cli.Slurm, name: str) -> slurm_cli.Node:
     return slurm.nodes()[name]
 
 
-def _drain_on_fault(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
-    hooks = _fault_hooks(ctx)
+def _drain_on_fault(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cli.Slurm) -> None:
+    hooks = _fault_hooks(ctx, res)
     if hooks is None:
-        res.result = "skipped"
-        res.reason = "no inject_fault/clear_fault in the suite params"
         return
     inject, clear = hooks
     prefix = str(ctx.params.get("drain_reason_prefix", "gpu-health:"))
@@ -295,7 +284,7 @@ def _drain_on_fault(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
     low, _ = _partitions(ctx, slurm)
     nodes = _gpu_nodes(slurm, low)
     if len(nodes) < 2:
-        raise CaseFailed("drain-on-fault needs two GPU nodes (one to drain, one to take new jobs)")
+        raise base.CaseFailed("drain-on-fault needs two GPU nodes (one to drain, one to take new jobs)")
     target = nodes[0]
     res.details["node"] = target.name
     jobs = _jobs(res)
@@ -304,11 +293,11 @@ def _drain_on_fault(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
     _wait_job(ctx, slurm, running, ("RUNNING",), 30)
     t0 = time.monotonic()
     inject(target.name)
-    def drained_by_controller() -> Node | None:
+    def drained_by_controller() -> slurm_cli.Node | None:
         n = _node(slurm, target.name)
         return n if n.drained and n.reason.startswith(prefix) else None
 
-    drained = wait_for(f"{target.name} to be drained with a reason starting {prefix!r}", drained_by_controller, _t(ctx, timeout))
+    drained = base.wait_for(f"{target.name} to be drained with a reason starting {prefix!r}", drained_by_controller, ctx.scaled(timeout))
     res.details["drain_latency_s"] = round(time.monotonic() - t0, 3)
     res.details["reason"] = drained.reason
     # New work avoids the node: whole-node jobs, one per node; none may start on the target.
@@ -317,7 +306,7 @@ def _drain_on_fault(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
     time.sleep(2)
     for j in jobs[1:]:
         if target.name in slurm.job(j).nodes.split(","):
-            raise CaseFailed(f"job {j} started on drained node {target.name}")
+            raise base.CaseFailed(f"job {j} started on drained node {target.name}")
     done = _wait_job(ctx, slurm, running, ("COMPLETED",), 60)
     if done.restarts:
         res.details["running_job"] = "requeued"
@@ -325,15 +314,13 @@ def _drain_on_fault(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
         res.details["running_job"] = "finished"
     t1 = time.monotonic()
     clear(target.name)
-    wait_for(f"{target.name} to be resumed after the fault cleared", lambda: not _node(slurm, target.name).drained, _t(ctx, timeout))
+    base.wait_for(f"{target.name} to be resumed after the fault cleared", lambda: not _node(slurm, target.name).drained, ctx.scaled(timeout))
     res.details["resume_latency_s"] = round(time.monotonic() - t1, 3)
 
 
-def _manual_drain_kept(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None:
-    hooks = _fault_hooks(ctx)
+def _manual_drain_kept(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cli.Slurm) -> None:
+    hooks = _fault_hooks(ctx, res)
     if hooks is None:
-        res.result = "skipped"
-        res.reason = "no inject_fault/clear_fault in the suite params"
         return
     inject, clear = hooks
     low, _ = _partitions(ctx, slurm)
@@ -350,9 +337,9 @@ def _manual_drain_kept(ctx: SuiteContext, res: CaseResult, slurm: Slurm) -> None
         n = _node(slurm, target.name)
         res.details["reason_after"] = n.reason
         if not n.drained:
-            raise CaseFailed(f"{target.name}, drained by hand ({reason!r}), was resumed by the controller")
+            raise base.CaseFailed(f"{target.name}, drained by hand ({reason!r}), was resumed by the controller")
         if not n.reason.startswith(reason):
-            raise CaseFailed(f"{target.name}'s hand-drain reason was replaced by {n.reason!r}")
+            raise base.CaseFailed(f"{target.name}'s hand-drain reason was replaced by {n.reason!r}")
     finally:
         # Undo our hand drain; check=False: the node may already be (wrongly) resumed.
-        slurm.run(["scontrol", "update", f"nodename={target.name}", "state=resume"], check=False)
+        slurm.resume(target.name, check=False)

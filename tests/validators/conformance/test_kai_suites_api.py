@@ -14,11 +14,20 @@ import yaml
 
 from gpucatalog.core import executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.conformance import SUITES, base, kai_cluster
+from gpucatalog.validators.conformance import (
+    SUITES,
+    base,
+    gpu_inventory,
+    kai_params,
+    kai_pods,
+    kai_preflight,
+    kai_workspace,
+    kube_client,
+)
 from tests.validators.conformance.apiserver import api_server
 
 pytestmark = pytest.mark.integration
-CRDS = Path(__file__).resolve().parents[2] / "charts/kai-scheduler/crds"
+CRDS = Path(__file__).resolve().parents[3] / "charts/kai-scheduler/crds"
 
 
 @pytest.fixture(scope="module")
@@ -66,15 +75,15 @@ def test_suite_fails_fast_naming_what_is_missing(kubeconfig: Path, name: str) ->
 
 
 def test_workspace_queues_are_real_and_cleaned_up(kubeconfig: Path) -> None:
-    kube = kai_cluster.Kube(str(kubeconfig))
-    p = kai_cluster.Params()
+    kube = kube_client.Kube(str(kubeconfig))
+    p = kai_params.Params()
     res = base.CaseResult("ws", "passed")
-    with kai_cluster.workspace(kube, p, "t", res) as ws:
+    with kai_workspace.workspace(kube, p, "t", res) as ws:
         root = ws.queue(f"{ws.ns}-root", quota=4)
         ws.queue(f"{ws.ns}-leaf", parent=root, quota=2, weight=2)
-        body = kai_cluster.pin(kai_cluster.pod(p, "frac", f"{ws.ns}-leaf", group="g", fraction=0.5), ["n1"])
+        body = kai_pods.pin(kai_pods.pod(p, "frac", f"{ws.ns}-leaf", group="g", fraction=0.5), ["n1"])
         ws.create(body)
-        (created,) = ws.pods(f"{kai_cluster.SUITE_LABEL}=g")
+        (created,) = ws.pods(f"{kai_params.SUITE_LABEL}=g")
         assert created.spec.scheduler_name == "kai-scheduler"
         assert created.metadata.annotations["gpu-fraction"] == "0.5"
         assert created.metadata.labels["kai.scheduler/queue"] == f"{ws.ns}-leaf"
@@ -89,13 +98,13 @@ def test_workspace_queues_are_real_and_cleaned_up(kubeconfig: Path) -> None:
     kube.close()
 
 
-def _kai_pod(kube: kai_cluster.Kube, name: str, app: str) -> None:
+def _kai_pod(kube: kube_client.Kube, name: str, app: str) -> None:
     body = {"metadata": {"name": name, "labels": {"app": app}},
             "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
     kube.core.create_namespaced_pod("kai-scheduler", body)
 
 
-def _pod_status(kube: kai_cluster.Kube, name: str, *, ready: bool, restarts: int, waiting: str = "") -> None:
+def _pod_status(kube: kube_client.Kube, name: str, *, ready: bool, restarts: int, waiting: str = "") -> None:
     state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
     status = {"phase": "Running", "containerStatuses": [{
         "name": "c", "image": "registry.k8s.io/pause:3.10", "imageID": "", "ready": ready,
@@ -107,8 +116,8 @@ def test_preflight_names_a_crashing_component_and_the_watchdog_fails_on_restart(
     """KAI's status as the API reports it (pod statuses written here as a kubelet would): a
     Deployment without ready pods is named with its pod's waiting reason, and a restart during
     a wait fails the wait at once instead of letting it time out."""
-    kube = kai_cluster.Kube(str(kubeconfig))
-    p = kai_cluster.Params(wait_seconds=60)
+    kube = kube_client.Kube(str(kubeconfig))
+    p = kai_params.Params(wait_seconds=60)
     kube.core.create_namespace({"metadata": {"name": "kai-scheduler"}})
     kube.core.create_namespaced_service_account("kai-scheduler", {"metadata": {"name": "default"}})
     labels = {"app": "binder"}
@@ -127,19 +136,19 @@ def test_preflight_names_a_crashing_component_and_the_watchdog_fails_on_restart(
                        {"type": "Available", "status": "False", "reason": "Unavailable", "message": "binder not ready",
                         "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}})
     with pytest.raises(base.CaseFailed) as info:
-        kai_cluster.preflight(kube, p, ["binder"], min_gpus=0)
+        kai_preflight.preflight(kube, p, ["binder"], min_gpus=0)
     assert ("Config kai-config: Available=False (Unavailable: binder not ready); "
             "DependenciesFulfilled not reported") in str(info.value)
     assert ("KAI binder: Deployment kai-scheduler/binder has 0/1 ready replicas "
             "(pod binder-0: CrashLoopBackOff, 4 restarts)") in str(info.value)
 
     _pod_status(kube, "binder-0", ready=True, restarts=4)
-    dog = kai_cluster.Watchdog(kube, p, ["binder"])
+    dog = kai_preflight.Watchdog(kube, p, ["binder"])
     dog.check()
     _pod_status(kube, "binder-0", ready=True, restarts=5)
     t0 = time.monotonic()
     with pytest.raises(base.CaseFailed) as info:
-        kai_cluster.wait(dog, "something that never happens", lambda: None, timeout=60)
+        kai_preflight.wait(dog, "something that never happens", lambda: None, timeout=60)
     assert time.monotonic() - t0 < 10
     assert "KAI pod kai-scheduler/binder-0 restarted during the case (4 -> 5 restarts)" in str(info.value)
     kube.close()
@@ -151,23 +160,23 @@ def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
     placement from its GPU-group label and the reservation pod's GPU report."""
     from gpucatalog.validators.conformance import gang, quota_reclaim
 
-    kube = kai_cluster.Kube(str(kubeconfig))
-    p = kai_cluster.Params(wait_seconds=30)
+    kube = kube_client.Kube(str(kubeconfig))
+    p = kai_params.Params(wait_seconds=30)
     kube.core.create_node({"metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.memory": "81920"}}})
     kube.core.patch_node_status("gpu-1", {"status": {
         "capacity": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "pods": "110"},
         "allocatable": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "pods": "110"}}})
-    assert kai_cluster.gpu_capacity(kube) == {"gpu-1": 8}
-    assert kai_cluster.gpu_memory_mib(kube) == {"gpu-1": 81920}
+    assert gpu_inventory.gpu_capacity(kube) == {"gpu-1": 8}
+    assert gpu_inventory.gpu_memory_mib(kube) == {"gpu-1": 81920}
 
     ctx = base.SuiteContext(kubeconfig=kubeconfig)
     g = gang._Suite(ctx)
     r = quota_reclaim._Suite(ctx)
     res = base.CaseResult("plumbing", "passed")
-    with kai_cluster.workspace(kube, p, "plumb", res) as ws:
+    with kai_workspace.workspace(kube, p, "plumb", res) as ws:
         q = ws.queue(f"{ws.ns}-q", quota=2)
         g.gang(ws, q, "gpu-1", 2)
-        whole = ws.pods(f"{kai_cluster.SUITE_LABEL}=gang")
+        whole = ws.pods(f"{kai_params.SUITE_LABEL}=gang")
         assert len(whole) == 2 and all(x.metadata.annotations["pod-group-name"] == "gang" for x in whole)
         assert g.bind_requests(ws) == []
         assert r.podgroup_reasons(ws) == []
@@ -175,9 +184,9 @@ def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
         kube.core.create_namespaced_binding(ws.ns, {"metadata": {"name": "gang-0"},
                                                     "target": {"kind": "Node", "name": "gpu-1"}},
                                          _preload_content=False)
-        assert kai_cluster.free_gpus(kube) == {"gpu-1": 7}
+        assert gpu_inventory.free_gpus(kube) == {"gpu-1": 7}
         # A fraction pod in GPU group g1, and the reservation pod that reports the GPU's id.
-        ws.create(kai_cluster.pod(p, "frac", q, group="frac", fraction=0.25))
+        ws.create(kai_pods.pod(p, "frac", q, group="frac", fraction=0.25))
         kube.core.patch_namespaced_pod("frac", ws.ns, {"metadata": {"labels": {"runai-gpu-group": "g1"}}})
         kube.core.create_namespaced_binding(ws.ns, {"metadata": {"name": "frac"},
                                                     "target": {"kind": "Node", "name": "gpu-1"}},
@@ -190,13 +199,13 @@ def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
                          "annotations": {"run.ai/reserve_for_gpu_index": "GPU-0000"}},
             "spec": {"nodeName": "gpu-1", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                                           "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
-        memory = kai_cluster.gpu_memory_mib(kube)
-        placed = {x.metadata.name: kai_cluster.placement(kube, p, x, memory)
-                  for x in ws.pods(kai_cluster.SUITE_LABEL) if kai_cluster.is_scheduled(x)}
+        memory = gpu_inventory.gpu_memory_mib(kube)
+        placed = {x.metadata.name: kai_pods.placement(kube, p, x, memory)
+                  for x in ws.pods(kai_params.SUITE_LABEL) if kai_pods.is_scheduled(x)}
         assert placed["frac"].to_dict() == {"pod": "frac", "node": "gpu-1", "gpu": "g1/GPU-0000",
                                             "fraction": 0.25, "gpus": None}
         assert placed["gang-0"].gpus == 1
-        assert kai_cluster.free_gpus(kube) == {"gpu-1": 6}  # the reservation pod holds one device
+        assert gpu_inventory.free_gpus(kube) == {"gpu-1": 6}  # the reservation pod holds one device
         # A Job body as job_with_batch_min_member builds it is accepted.
         job = kube.batch.create_namespaced_job(ws.ns, gang.job_body(p, "j", q, "gpu-1", 2))
         assert job.metadata.annotations["kai.scheduler/batch-min-member"] == "2"

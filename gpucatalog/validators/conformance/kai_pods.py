@@ -1,0 +1,116 @@
+"""The pods and PodGroups the KAI suites submit, and how they read KAI's answer back: whether a
+pod is scheduled, KAI's reason for keeping it pending, when it was scheduled, and where a pod got
+its GPU share (from KAI's GPU-group label and the reservation pod's report).
+
+Called by the KAI suites (``fractional_gpu``, ``quota_reclaim``, ``gang``). Builders are plain
+dicts; only ``placement`` talks to the Kubernetes API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpucatalog.validators.conformance import gpu_inventory, kai_math, kai_params, kube_client
+
+FRACTION_ANNOTATION = "gpu-fraction"
+MEMORY_ANNOTATION = "gpu-memory"
+POD_GROUP_ANNOTATION = "pod-group-name"
+GPU_GROUP_LABEL = "runai-gpu-group"
+RESERVED_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"
+
+
+def pod(p: kai_params.Params, name: str, queue: str, *, group: str, gpus: int = 0, fraction: float | None = None,
+        gpu_memory: int | None = None, priority_class: str | None = None, pod_group: str | None = None,
+        annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod for KAI: its scheduler, queue label, GPU request (whole, fraction or memory)."""
+    ann = dict(annotations or {})
+    if fraction is not None:
+        ann[FRACTION_ANNOTATION] = f"{fraction:g}"
+    if gpu_memory is not None:
+        ann[MEMORY_ANNOTATION] = str(gpu_memory)
+    if pod_group:
+        ann[POD_GROUP_ANNOTATION] = pod_group
+    container: dict[str, Any] = {"name": "main", "image": p.workload_image,
+                                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
+    if gpus:
+        container["resources"]["limits"] = {gpu_inventory.GPU: str(gpus)}
+    spec: dict[str, Any] = {
+        "schedulerName": p.scheduler_name,
+        "terminationGracePeriodSeconds": 0,
+        "tolerations": [{"key": gpu_inventory.GPU, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [container],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {p.queue_label_key: queue, kai_params.SUITE_LABEL: group},
+                         "annotations": ann},
+            "spec": spec}
+
+
+def pin(body: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
+    """Restrict a pod to ``nodes`` by name (node affinity on metadata.name; needs no labels)."""
+    body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}]}}}
+    return body
+
+
+def pod_group(name: str, ns: str, queue: str, min_member: int, priority_class: str) -> dict[str, Any]:
+    """An explicit PodGroup: KAI starts none of its pods until ``min_member`` of them fit."""
+    return {"apiVersion": f"{kai_params.GROUP}/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"minMember": min_member, "queue": queue, "priorityClassName": priority_class}}
+
+
+def condition(pod_obj: Any, kind: str) -> Any:
+    for cond in (pod_obj.status.conditions or []) if pod_obj.status else []:
+        if cond.type == kind:
+            return cond
+    return None
+
+
+def is_scheduled(pod_obj: Any) -> bool:
+    cond = condition(pod_obj, "PodScheduled")
+    return bool(pod_obj.spec.node_name) or (cond is not None and cond.status == "True")
+
+
+def unschedulable_reason(pod_obj: Any) -> str:
+    """KAI's reason for keeping a pod pending ('' while it has not decided)."""
+    cond = condition(pod_obj, "PodScheduled")
+    if cond is not None and cond.status == "False" and not pod_obj.spec.node_name:
+        return f"{cond.reason}: {cond.message or ''}".strip()
+    return ""
+
+
+def scheduled_at(pod_obj: Any) -> float | None:
+    cond = condition(pod_obj, "PodScheduled")
+    if cond is not None and cond.status == "True" and cond.last_transition_time is not None:
+        return float(cond.last_transition_time.timestamp())
+    return None
+
+
+def placement(kube: kube_client.Kube, p: kai_params.Params, pod_obj: Any,
+              memory_mib: dict[str, int]) -> kai_math.Placement:
+    """Where ``pod_obj`` got its GPU share, from KAI's labels and the reservation pod's report."""
+    node = pod_obj.spec.node_name or ""
+    ann = pod_obj.metadata.annotations or {}
+    labels = pod_obj.metadata.labels or {}
+    gpus = 0
+    for c in pod_obj.spec.containers:
+        limits = (c.resources.limits or {}) if c.resources else {}
+        gpus += int(str(limits.get(gpu_inventory.GPU, "0")))
+    fraction = 0.0
+    if FRACTION_ANNOTATION in ann:
+        fraction = float(ann[FRACTION_ANNOTATION])
+    elif MEMORY_ANNOTATION in ann and memory_mib.get(node):
+        fraction = min(1.0, int(ann[MEMORY_ANNOTATION]) / memory_mib[node])
+    group = labels.get(GPU_GROUP_LABEL, "")
+    gpu = group
+    if group:
+        reservations = kube.call("list reservation pods", kube.core.list_namespaced_pod, p.reservation_namespace,
+                                 label_selector=f"{GPU_GROUP_LABEL}={group}").items
+        for r in reservations:
+            index = (r.metadata.annotations or {}).get(RESERVED_GPU_ANNOTATION)
+            if index:
+                gpu = f"{group}/{index}"
+    return kai_math.Placement(pod=pod_obj.metadata.name, node=node, gpu=gpu, fraction=fraction, gpus=gpus)

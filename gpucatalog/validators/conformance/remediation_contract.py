@@ -1,0 +1,72 @@
+"""What gpu-health promises to write on a Node, as the ``fault_remediation`` suite reads it: the
+state label, the annotations (timeline, skip reason, repair action, who cordoned), the breaker
+ConfigMap's name, and readers over a Node as plain JSON.
+
+Written down here on purpose, not imported from gpu-health: the suite checks the observable
+contract, so a renamed label in the implementation fails the suite instead of following it.
+Called by ``remediation_env``, ``fault_remediation`` and ``bench/gpuhealth_latency.py``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from typing import Any
+
+PREFIX = "gpu-health.gpu-catalog.io/"
+STATE = PREFIX + "state"
+TIMELINE = PREFIX + "timeline"
+SKIPPED = PREFIX + "skipped"
+RESOLVED = PREFIX + "resolved"
+ACTION = PREFIX + "repair-action"
+CORDONED_BY = PREFIX + "cordoned-by"
+BREAKER_CM = "gpu-health-breaker"
+
+
+def labels(n: dict[str, Any]) -> dict[str, str]:
+    return dict(n["metadata"].get("labels") or {})
+
+
+def annots(n: dict[str, Any]) -> dict[str, str]:
+    return dict(n["metadata"].get("annotations") or {})
+
+
+def state(n: dict[str, Any]) -> str:
+    return labels(n).get(STATE, "healthy")
+
+
+def cordoned(n: dict[str, Any]) -> bool:
+    return bool((n.get("spec") or {}).get("unschedulable"))
+
+
+def condition(n: dict[str, Any], ctype: str) -> dict[str, Any]:
+    for c in (n.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return dict(c)
+    return {}
+
+
+def timeline(n: dict[str, Any]) -> dict[str, str]:
+    """The controller's ``{state: ISO time}`` timeline annotation ({} when absent or unreadable)."""
+    try:
+        value = json.loads(annots(n).get(TIMELINE) or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
+
+
+def as_steps(times: dict[str, str], t0: float) -> list[dict[str, Any]]:
+    """``{state: ISO time}`` as the report's ``[{state, t}]`` (seconds since the fault), in order."""
+    steps = []
+    for state_name, iso in times.items():
+        try:
+            at = datetime.datetime.fromisoformat(iso).timestamp()
+        except (TypeError, ValueError):
+            continue
+        steps.append({"state": state_name, "t": round(at - t0, 3)})
+    return sorted(steps, key=lambda st: float(st["t"]))

@@ -1,0 +1,88 @@
+"""What every ``fault_remediation`` case works with: the Kubernetes client, the fault injector
+the runner passed in, the GPU nodes (at least 4), waits on a node's state with the suite's scaled
+timeouts, gpu-health's Events and breaker, and putting a node back in service.
+
+Called by ``fault_remediation`` and ``bench/gpuhealth_latency.py``. Talks only to the Kubernetes
+API and the injector.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gpucatalog.validators.conformance import base, kube_client
+from gpucatalog.validators.conformance import remediation_contract as rc
+
+Injector = Callable[..., Any]
+
+
+class Env:
+    """What every case needs: the API, the injector, the GPU nodes and timeouts."""
+
+    def __init__(self, ctx: base.SuiteContext) -> None:
+        inj = ctx.params.get("inject_fault")
+        if not callable(inj):
+            raise base.CaseFailed("ctx.params['inject_fault'] (a function(node, kind, **kw)) is required")
+        self.inject: Injector = inj
+        self.ctx = ctx
+        self.kube = kube_client.Kube(ctx.kubeconfig)
+        self.ns = str(ctx.params.get("gpu_health_namespace", "gpu-health"))
+        self.selector = str(ctx.params.get("node_selector", "nvidia.com/gpu.present=true"))
+        nodes = self.kube.request("GET", "/api/v1/nodes", query={"labelSelector": self.selector})["items"]
+        self.nodes = sorted(n["metadata"]["name"] for n in nodes)
+        if len(self.nodes) < 4:
+            raise base.CaseFailed(f"needs at least 4 GPU nodes ({self.selector}), found {len(self.nodes)}")
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.kube.request("GET", f"/api/v1/nodes/{name}")
+
+    def patch_node(self, name: str, body: dict[str, Any]) -> None:
+        self.kube.request("PATCH", f"/api/v1/nodes/{name}", body, content_type="application/merge-patch+json")
+
+    def wait_node(self, node: str, what: str, pred: Callable[[dict[str, Any]], bool], timeout: float) -> float:
+        base.wait_for(f"{node}: {what}", lambda: pred(self.node(node)), self.ctx.scaled(timeout))
+        return time.time()
+
+    def ensure_healthy(self, node: str, timeout: float = 90) -> None:
+        """Wait for ``node`` to be healthy; the breaker is reset so that one case's quarantines
+        do not count against the next (only the breaker case tests the breaker)."""
+        self.reset_breaker()
+        self.wait_node(node, "healthy, schedulable, no fault condition", lambda n: (
+            rc.state(n) == "healthy" and not rc.cordoned(n)
+            and rc.condition(n, "GpuXidError").get("status") == "False"
+            and rc.condition(n, "GpuMemoryError").get("status") == "False"
+            and rc.condition(n, "InfinibandDegraded").get("status") == "False"), timeout)
+
+    def events(self, node: str, reason: str) -> list[dict[str, Any]]:
+        items = self.kube.request("GET", "/api/v1/events", query={
+            "fieldSelector": f"involvedObject.kind=Node,involvedObject.name={node},reason={reason}"})["items"]
+        return list(items)
+
+    def breaker(self) -> dict[str, str]:
+        cm = self.kube.request("GET", f"/api/v1/namespaces/{self.ns}/configmaps/{rc.BREAKER_CM}", ok404=True)
+        return dict(cm.get("data") or {})
+
+    def reset_breaker(self) -> None:
+        """The deliberate human reset (as ``gpu-health breaker-reset`` does)."""
+        path = f"/api/v1/namespaces/{self.ns}/configmaps/{rc.BREAKER_CM}"
+        if self.kube.request("GET", path, ok404=True):
+            self.kube.request("PATCH", path, {"data": {"status": "CLOSED", "entries": "", "trippedAt": "",
+                                                        "trippedReason": ""}},
+                              content_type="application/merge-patch+json")
+
+    def clear(self, node: str) -> None:
+        self.inject(node, "clear")
+
+    def release(self, node: str, timeout: float = 180) -> None:
+        """Wait until ``node`` is back in service, resolving it as a technician would when
+        gpu-health parked it for hardware repair or for a person (escalated)."""
+
+        def back() -> bool:
+            n = self.node(node)
+            if rc.state(n) in ("hardware-repair", "escalated") and rc.RESOLVED not in rc.annots(n):
+                self.patch_node(node, {"metadata": {"annotations": {rc.RESOLVED: "true"}}})
+            return rc.state(n) == "healthy" and not rc.cordoned(n)
+
+        base.wait_for(f"{node}: back in service", back, self.ctx.scaled(timeout))
