@@ -142,8 +142,10 @@ def test_scenario_probes_seccomp_and_users(values: Path, render: Callable[[Path]
         assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         c = spec["containers"][0]
         port = next(p for p in c["ports"] if p["name"] == "health")["containerPort"]
-        assert f"--health-addr=$(POD_IP):{port}" in c["args"]
+        env = [e["name"] for e in c["env"]]
+        assert env.index("POD_IP") < env.index("GPU_HEALTH_HEALTH_ADDR")  # referenced after it is defined
         assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c["env"]
+        assert {"name": "GPU_HEALTH_HEALTH_ADDR", "value": f"$(POD_IP):{port}"} in c["env"]
         assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
         assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
         sc = {**spec["securityContext"], **c["securityContext"]}

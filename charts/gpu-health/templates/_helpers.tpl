@@ -107,16 +107,15 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* The health endpoints on the pod IP and the kubelet probes that use them. */}}
-{{- define "gpu-health.healthArgs" -}}
-- --health-addr=$(POD_IP):{{ .Values.healthPort }}
-{{- end -}}
-
-{{- define "gpu-health.podIPEnv" -}}
+{{/* The health endpoints on the pod IP (an env value may reference an earlier variable; an
+argument's $(VAR) is not expanded by every kubelet, the sim's included) and the probes using them. */}}
+{{- define "gpu-health.healthEnv" -}}
 - name: POD_IP
   valueFrom:
     fieldRef:
       fieldPath: status.podIP
+- name: GPU_HEALTH_HEALTH_ADDR
+  value: "$(POD_IP):{{ .Values.healthPort }}"
 {{- end -}}
 
 {{- define "gpu-health.probes" -}}
