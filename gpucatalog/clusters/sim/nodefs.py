@@ -10,19 +10,25 @@ Layout of ``<state>/nodes/<node>/`` (the node's "/" for hostPath volumes of sim-
     sim/nvlink-status.txt                       what ``nvidia-smi nvlink -s`` prints
     sim/shape.json                              the expected (healthy) facts of the node shape
     sim/hw.json                                 current simulated hardware state (faults edit it)
+    sim/busy.json                               GPUs running work (the sim node agent writes it)
 
 ``seed`` writes it healthy; ``render`` rewrites the readings from ``sim/hw.json`` after
-``faults`` changed it. Called by ``cluster.up`` and ``faults``.
+``faults`` changed it. A GPU reads as a real one does: idle (P8, 0 %, PCIe link down-trained to
+gen 1) unless work runs on it (``busy.json``) or a fault holds it busy, then P0 at its trained
+link. Writers hold ``locked``. Called by ``cluster.up``, ``faults`` and ``nodeagent``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -54,6 +60,7 @@ def healthy_hw(shape: Shape, cluster: str, node: str) -> dict[str, Any]:
                 "ecc_dram_correctable": 0,
                 "nvlink_down": [],
                 "fallen_off_bus": False,
+                "busy_fault": False,  # a fault holds the GPU busy (pcie-downgrade)
             })
     ib = {}
     if shape.infiniband is not None:
@@ -100,6 +107,37 @@ def ensure(nodes_dir: Path, node: str, cluster: str) -> Path | None:
     return d
 
 
+IDLE_LINK_GEN = 1  # what an idle GPU's link down-trains to (real P8 dumps all read gen 1)
+
+
+@contextlib.contextmanager
+def locked(node_dir: Path) -> Iterator[None]:
+    """Serialise read-modify-render of a node folder between processes (faults, node agent)."""
+    with open(node_dir / "sim" / ".lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def busy_gpus(node_dir: Path) -> set[int]:
+    try:
+        return set(json.loads((node_dir / "sim" / "busy.json").read_text())["gpus"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def set_work_busy(node_dir: Path, shape: Shape, gpus: set[int]) -> bool:
+    """Mark which GPUs run work and re-render; False when nothing changed."""
+    with locked(node_dir):
+        if busy_gpus(node_dir) == gpus:
+            return False
+        (node_dir / "sim" / "busy.json").write_text(json.dumps({"gpus": sorted(gpus)}))
+        render(node_dir, shape, load_hw(node_dir))
+        return True
+
+
 def load_hw(node_dir: Path) -> dict[str, Any]:
     hw: dict[str, Any] = json.loads((node_dir / "sim" / "hw.json").read_text())
     return hw
@@ -132,7 +170,7 @@ def seed(node_dir: Path, shape: Shape, cluster: str, final_dir: Path | None = No
 def render(node_dir: Path, shape: Shape, hw: dict[str, Any]) -> None:
     """Write every reading file from the hardware state ``hw``."""
     if shape.gpu is not None:
-        xml = nvidia_smi_xml(shape, hw)
+        xml = nvidia_smi_xml(shape, hw, busy_gpus(node_dir))
         tmp = node_dir / "sim" / "nvidia-smi-q-x.xml.tmp"
         tmp.write_text(xml)
         tmp.replace(node_dir / "sim" / "nvidia-smi-q-x.xml")
@@ -157,8 +195,9 @@ def _yes(b: bool) -> str:
     return "Yes" if b else "No"
 
 
-def nvidia_smi_xml(shape: Shape, hw: dict[str, Any]) -> str:
-    """``nvidia-smi -q -x`` shaped output (element names of nvsmi_device_v12.dtd)."""
+def nvidia_smi_xml(shape: Shape, hw: dict[str, Any], work: set[int] | None = None) -> str:
+    """``nvidia-smi -q -x`` shaped output (element names of nvsmi_device_v12.dtd); GPUs in
+    ``work`` (or held busy by a fault) read busy, the others idle."""
     g = shape.gpu
     assert g is not None
     root = ET.Element("nvidia_smi_log")
@@ -168,6 +207,8 @@ def nvidia_smi_xml(shape: Shape, hw: dict[str, Any]) -> str:
     present = [x for x in hw["gpus"] if not x["fallen_off_bus"]]
     _sub(root, "attached_gpus", len(present))
     for x in present:
+        busy = bool(x.get("busy_fault")) or x["index"] in (work or set())
+        link_gen = x["pcie_gen_current"] if busy else min(IDLE_LINK_GEN, x["pcie_gen_current"])
         gpu = ET.SubElement(root, "gpu", id=x["bus_id"])
         _sub(gpu, "product_name", g.name)
         _sub(gpu, "product_brand", "NVIDIA")
@@ -184,8 +225,8 @@ def nvidia_smi_xml(shape: Shape, hw: dict[str, Any]) -> str:
         link = _sub(pci, "pci_gpu_link_info")
         gen = _sub(link, "pcie_gen")
         _sub(gen, "max_link_gen", g.pcie_gen)
-        _sub(gen, "current_link_gen", x["pcie_gen_current"])
-        _sub(gen, "device_current_link_gen", x["pcie_gen_current"])
+        _sub(gen, "current_link_gen", link_gen)
+        _sub(gen, "device_current_link_gen", link_gen)
         _sub(gen, "max_device_link_gen", g.pcie_gen)
         _sub(gen, "max_host_link_gen", g.pcie_gen)
         widths = _sub(link, "link_widths")
@@ -193,11 +234,15 @@ def nvidia_smi_xml(shape: Shape, hw: dict[str, Any]) -> str:
         _sub(widths, "current_link_width", f"{x['pcie_width_current']}x")
         _sub(pci, "replay_counter", 0)
         _sub(pci, "replay_rollover_counter", 0)
+        _sub(gpu, "performance_state", "P0" if busy else "P8")
         fb = _sub(gpu, "fb_memory_usage")
         _sub(fb, "total", f"{g.memory_mib} MiB")
         _sub(fb, "reserved", "0 MiB")
         _sub(fb, "used", "0 MiB")
         _sub(fb, "free", f"{g.memory_mib} MiB")
+        util = _sub(gpu, "utilization")
+        _sub(util, "gpu_util", "93 %" if busy else "0 %")
+        _sub(util, "memory_util", "41 %" if busy else "0 %")
         mode = _sub(gpu, "ecc_mode")
         _sub(mode, "current_ecc", "Enabled")
         _sub(mode, "pending_ecc", "Enabled")
