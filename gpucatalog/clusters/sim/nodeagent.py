@@ -1,14 +1,12 @@
 """SIM-ONLY node agent: what a GPU driver stack would do on a real node, for simulated nodes.
 
-Nothing here is product code; it exists because the sim cluster has no GPUs. It provides
-
-* ``write_nvidia_smi``: a per-node ``usr/bin/nvidia-smi`` executable that prints the node
-  folder's readings (``-q -x``, ``-L``, ``nvlink -s``), so probes run the real command path;
-* the agent process (``python -m …sim.nodeagent --state DIR``, supervised): answers which GPU a
-  KAI GPU-reservation pod got, by writing the annotation ``run.ai/reserve_for_gpu_index``
-  (the GPU UUID) that KAI's resource-reservation binary would write from NVML; and makes the
-  GPUs of a node that runs work read busy in ``nvidia-smi`` (P0, link at its trained speed), as
-  a real driver would, while the others read idle (``mark_busy``).
+Nothing here is product code; it exists because the sim cluster has no GPUs. The agent process
+(``python -m …sim.nodeagent --state DIR``, supervised) answers which GPU a KAI GPU-reservation
+pod got, by writing the annotation ``run.ai/reserve_for_gpu_index`` (the GPU UUID) that KAI's
+resource-reservation binary would write from NVML. It also makes the GPUs of a node that runs
+work read busy in ``nvidia-smi`` (P0, link at its trained speed), as a real driver would, while
+the others read idle (:func:`mark_busy`). GPUs come from the node folder's hardware state
+(:func:`.nodefs.load_hw`); the node's ``nvidia-smi`` is :mod:`.nvidiasmi`'s.
 """
 
 from __future__ import annotations
@@ -16,47 +14,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import stat
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from gpucatalog.clusters import shapes
+from gpucatalog.clusters.sim import nodefs
+
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 RESERVATION_ANNOTATION = "run.ai/reserve_for_gpu_index"
 
-_SCRIPT = """#!/bin/sh
-# SIM-ONLY nvidia-smi of a gpu-catalog simulated node: prints this node's simulated readings.
-D='{sim_dir}'
-case "$1" in
-  nvlink)
-    exec cat "$D/nvlink-status.txt" ;;
-  -L|--list-gpus)
-    exec sed -n 's/^GPU \\([0-9]*\\): \\(.*\\)$/GPU \\1: \\2/p' "$D/nvlink-status.txt" ;;
-  -q|--query)
-    if [ "$2" = "-x" ] || [ "$2" = "--xml-format" ]; then exec cat "$D/nvidia-smi-q-x.xml"; fi ;;
-  -x)
-    if [ "$2" = "-q" ]; then exec cat "$D/nvidia-smi-q-x.xml"; fi ;;
-esac
-echo "sim nvidia-smi supports: -q -x, -L, nvlink -s" >&2
-exit 2
-"""
-
-
-def write_nvidia_smi(node_dir: Path, final_dir: Path | None = None) -> Path:
-    path = node_dir / "usr" / "bin" / "nvidia-smi"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_SCRIPT.format(sim_dir=(final_dir or node_dir) / "sim"))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return path
-
 
 def _gpu_uuids(node_dir: Path) -> list[str]:
-    from gpucatalog.clusters.sim import nodefs  # nodefs imports this module
-
     nodefs.ensure(node_dir.parent, node_dir.name, node_dir.parent.parent.name)
     try:
-        hw = json.loads((node_dir / "sim" / "hw.json").read_text())
+        hw = nodefs.load_hw(node_dir)
     except OSError:
         return []
     return [g["uuid"] for g in hw["gpus"] if not g["fallen_off_bus"]]
@@ -100,7 +73,8 @@ def gpus_in_use(pods: list[Any]) -> dict[str, int]:
         n = 0
         for c in p.spec.containers or []:
             res = c.resources
-            want = ((res.limits if res else None) or {}).get(GPU_RESOURCE) or ((res.requests if res else None) or {}).get(GPU_RESOURCE)
+            want = (((res.limits if res else None) or {}).get(GPU_RESOURCE)
+                    or ((res.requests if res else None) or {}).get(GPU_RESOURCE))
             n += int(want or 0)
         if not n and any(a in (p.metadata.annotations or {}) for a in GPU_SHARE_ANNOTATIONS):
             n = 1
@@ -112,9 +86,6 @@ def gpus_in_use(pods: list[Any]) -> dict[str, int]:
 def mark_busy(core: Any, nodes_dir: Path, cluster: str, known: dict[str, int]) -> int:
     """Make the first N GPUs of each node read busy, N = the GPUs its running pods use; ``known``
     (node -> N last written) keeps untouched nodes from being rewritten every second."""
-    from gpucatalog.clusters import shapes
-    from gpucatalog.clusters.sim import nodefs  # nodefs imports this module
-
     used = gpus_in_use(core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items)
     changed = 0
     for node in set(used) | {n for n, c in known.items() if c}:
@@ -139,7 +110,7 @@ def busy_at_start(nodes_dir: Path) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     import urllib3
-    from kubernetes import client  # imported here: the nvidia-smi writer needs no client
+    from kubernetes import client
 
     from gpucatalog.clusters.sim.layout import Layout
     from gpucatalog.core import kubeapi
