@@ -1,6 +1,7 @@
 """Locate a component version's chart, offline, and compute its digest.
 
-A local chart (``charts/<name>`` in this repo) is digested over its file tree. A remote chart
+A local chart (``charts/<name>`` in this repo) is digested over its file tree; one whose CRDs come
+from a pinned Go module (``spec.crds``) is first assembled with them (``modulecrds``). A remote chart
 (``oci://`` / ``https://``, pinned by version and digest) must already be in the offline chart
 cache (``$CATALOG_CHART_CACHE``, default ``~/.cache/gpu-catalog/charts``, filled by
 ``catalog mirror``) as ``<name>-<version>.tgz``; its sha256 must equal the pinned digest, or the
@@ -19,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.catalog import model
+from gpucatalog.catalog import model, modulecrds
 from gpucatalog.core import errors
 
 
@@ -71,6 +72,9 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
         meta = yaml.safe_load((d / "Chart.yaml").read_text()) or {}
         defaults_file = d / "values.yaml"
         defaults = yaml.safe_load(defaults_file.read_text()) if defaults_file.is_file() else None
+        if cv.crds is not None:
+            # The chart plus CRDs from the pinned Go module (checked against their pinned digest).
+            d = modulecrds.assemble(d, tree_digest(d), cv.crds, cv.source_file)
         return ResolvedChart(
             ref=str(d),
             digest=tree_digest(d),
@@ -80,6 +84,11 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
             default_values=defaults or {},
         )
     assert src.url and src.version and src.digest  # guaranteed by the schema
+    if cv.crds is not None:
+        raise errors.InputError(
+            "CRDs from a Go module can only be added to a chart of this repository",
+            path=str(cv.source_file), field="spec.crds", expected="spec.chart.path, or no spec.crds",
+        )
     name = src.url.rstrip("/").rsplit("/", 1)[-1]
     tgz = cache_dir() / f"{name}-{src.version}.tgz"
     if not tgz.is_file():

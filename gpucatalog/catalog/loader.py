@@ -95,6 +95,7 @@ def _parse_version(doc: yamlfile.Document) -> model.ComponentVersion:
             pod_security=decl.get("podSecurity", "baseline"),
         ),
         source_file=doc.path,
+        crds=model.ModuleCRDs(**spec["crds"]) if "crds" in spec else None,
     )
 
 
