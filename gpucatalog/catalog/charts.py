@@ -1,6 +1,7 @@
 """Locate a component version's chart, offline, and compute its digest.
 
-A local chart (``charts/<name>`` in this repo) is digested over its file tree. A remote chart
+A local chart (``charts/<name>`` in this repo) is digested over its file tree; one whose CRDs come
+from a pinned Go module (``spec.crds``) is first assembled with them (``modulecrds``). A remote chart
 (``oci://`` / ``https://``, pinned by version and digest) must already be in the offline chart
 cache (``$CATALOG_CHART_CACHE``, default ``~/.cache/gpu-catalog/charts``, filled by
 ``catalog mirror``) as ``<name>-<version>.tgz``; its sha256 must equal the pinned digest, or the
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import model
+from gpucatalog.catalog import model, modulecrds
 from gpucatalog.core import errors, yamlfile
 
 
@@ -130,6 +131,11 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
                 f"chart folder {src.path!r} has no Chart.yaml", path=str(cv.source_file), field="spec.chart.path"
             )
         meta = _yaml_map(d / "Chart.yaml")
+        if cv.crds is not None:
+            # The chart plus CRDs from the pinned Go module (checked against their pinned digest);
+            # the digest then covers the assembled chart, CRDs included.
+            d = modulecrds.assemble(d, digest, cv.crds, cv.source_file)
+            digest = tree_digest(d)
         return ResolvedChart(
             ref=str(d.resolve()),
             digest=digest,
@@ -139,6 +145,11 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
             default_values=_yaml_map(d / "values.yaml"),
         )
     assert src.url and src.version and src.digest  # guaranteed by the schema
+    if cv.crds is not None:
+        raise errors.InputError(
+            "CRDs from a Go module can only be added to a chart of this repository",
+            path=str(cv.source_file), field="spec.crds", expected="spec.chart.path, or no spec.crds",
+        )
     name = src.url.rstrip("/").rsplit("/", 1)[-1]
     tgz = cache_dir() / f"{name}-{src.version}.tgz"
     if not tgz.is_file():

@@ -98,6 +98,7 @@ def _parse_version(doc: yamlfile.Document) -> model.ComponentVersion:
             log_namespaces=tuple(decl.get("logNamespaces", [])),
         ),
         source_file=doc.path,
+        crds=model.ModuleCRDs(**spec["crds"]) if "crds" in spec else None,
     )
 
 

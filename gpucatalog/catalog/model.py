@@ -35,6 +35,23 @@ class ChartSource:
 
 
 @dataclass(frozen=True)
+class ModuleCRDs:
+    """CRDs a local chart takes from a pinned Go module at render time instead of carrying copies.
+
+    ``path`` is the folder inside ``module@version`` holding one CRD per ``*.yaml`` file; ``into``
+    is the folder inside the chart they are placed in (the chart's templates read them there);
+    ``digest`` pins their bytes (see ``catalog.modulecrds``), so a different module content is
+    refused rather than rendered.
+    """
+
+    module: str
+    version: str
+    path: str
+    into: str
+    digest: str
+
+
+@dataclass(frozen=True)
 class Image:
     name: str
     ref: str
@@ -71,6 +88,7 @@ class ComponentVersion:
     values: dict[str, Any]
     declarations: Declarations
     source_file: Path
+    crds: ModuleCRDs | None = None
 
     @property
     def ref(self) -> str:

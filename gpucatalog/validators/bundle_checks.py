@@ -1,5 +1,5 @@
 """Static checks of a rendered bundle: Kubernetes and CRD schemas, policy, component-specific
-rules (KAI queues, Slurm NodeSets), and ``helm lint`` of the charts written here.
+rules (KAI queues, Kueue queues, Slurm NodeSets), and ``helm lint`` of the charts written here.
 
 Called by ``catalog validate`` and by certification before anything touches a cluster.
 """
@@ -14,7 +14,7 @@ from gpucatalog.catalog import render, versions
 from gpucatalog.clusters import shapes
 from gpucatalog.core import errors
 from gpucatalog.validators import static
-from gpucatalog.validators.static import kai_rules, slurm_rules, types
+from gpucatalog.validators.static import kai_rules, kueue_rules, slurm_rules, types
 
 
 def component_objects(rb: render.RenderedBundle) -> list[types.ComponentObjects]:
@@ -46,6 +46,7 @@ def check_rendered(rb: render.RenderedBundle, *, lint: bool = True) -> list[erro
             )
         findings += kai_rules.check_queues(c.objects, component=c.name)
     findings += _slurm_findings(rb)
+    findings += _kueue_findings(rb)
     if lint:
         for c in rb.components:
             chart = Path(c.chart_dir)
@@ -82,4 +83,20 @@ def _slurm_findings(rb: render.RenderedBundle) -> list[errors.Finding]:
             out += slurm_rules.check_crs(crds, objs, component=c.name)
         if any(o in crds for o in objs):
             out += slurm_rules.check_operator(objs, component=c.name)
+    return out
+
+
+def _kueue_findings(rb: render.RenderedBundle) -> list[errors.Finding]:
+    """Kueue rules over every component's objects together (a LocalQueue's ClusterQueue and its
+    flavors may come from another component), reported under the component that rendered them."""
+    products = sorted({s.gpu.product for s in shapes.catalogue().values() if s.gpu is not None})
+    shape_name = str(rb.cluster.get("shape") or "")
+    shape = shapes.catalogue().get(shape_name)
+    shape_product = shape.gpu.product if shape is not None and shape.gpu is not None else None
+    everything = [o for c in rb.components for o in c.objects]
+    owner = {id(o): c.name for c in rb.components for o in c.objects}
+    out = []
+    for f in kueue_rules.check(everything, products, shape_product):
+        obj = next((o for o in everything if kueue_rules.ref(o) == f.obj), None)
+        out.append(errors.Finding(f.rule, f.message, component=owner.get(id(obj), ""), obj=f.obj, field=f.field))
     return out

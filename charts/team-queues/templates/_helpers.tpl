@@ -22,6 +22,9 @@ Each failure names the queue and the field.
 {{- if and (ne $limit -1.0) (ne $quota -1.0) (lt $limit $quota) -}}
 {{- fail (printf "team-queues: %s.limit (%v) is below its quota (%v)" $where $r.limit $r.quota) -}}
 {{- end -}}
+{{- if and (hasKey $r "reserved") (gt (float64 $r.reserved) $quota) -}}
+{{- fail (printf "team-queues: %s.reserved (%v) is above its quota (%v); only guaranteed GPUs can be reserved" $where $r.reserved $r.quota) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "team-queues.validate" -}}
@@ -90,6 +93,20 @@ Each failure names the queue and the field.
 {{- $pq := float64 $d.gpu.quota -}}
 {{- if and (ne $pq -1.0) (gt $sum (addf $pq 0.000001)) -}}
 {{- fail (printf "team-queues: the children of %s guarantee %v GPUs (%s) but %s.gpu.quota is %v" $d.name $sum (join ", " $kids) $d.name $d.gpu.quota) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Fields of the spec that KAI has no equivalent for. */}}
+{{- define "team-queues.kaiValidate" -}}
+{{- range $i, $d := .Values.departments -}}
+{{- if hasKey $d.gpu "reserved" -}}
+{{- fail (printf "team-queues: departments[%d] (%s).gpu.reserved means nothing for KAI Scheduler (it always lends idle quota and reclaims it); remove it, or render with stack: kueue (bundle gpu-queueing)" $i $d.name) -}}
+{{- end -}}
+{{- range $j, $t := $d.teams -}}
+{{- if hasKey $t.gpu "reserved" -}}
+{{- fail (printf "team-queues: departments[%d].teams[%d] (%s).gpu.reserved means nothing for KAI Scheduler (it always lends idle quota and reclaims it); remove it, or render with stack: kueue (bundle gpu-queueing)" $i $j $t.name) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
