@@ -22,12 +22,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 
 from gpucatalog.clusters.sim import SimCluster, procs
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
-TICKS = os.sysconf("SC_CLK_TCK")
 NODES = 4
 
 
@@ -35,31 +32,9 @@ def _sessions(c: SimCluster) -> set[int]:
     return {r.pid for r in procs.read_all(c.layout.pids) + procs.read_all_pods(c.layout.nodes)}
 
 
-def usage(sessions: set[int]) -> tuple[int, int, float]:
-    """(RSS bytes, PSS bytes, CPU seconds incl. reaped children) of every process in ``sessions``."""
-    rss = pss = 0
-    cpu = 0.0
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[3]) not in sessions:  # field 6: session id
-                continue
-            cpu += sum(int(f) for f in fields[11:15]) / TICKS  # utime stime cutime cstime
-            rss += int((d / "statm").read_text().split()[1]) * PAGE
-            for line in (d / "smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    pss += int(line.split()[1]) * 1024
-        except (OSError, ValueError, IndexError):
-            continue
-    return rss, pss, cpu
-
-
-def settle(c: SimCluster) -> tuple[int, int, float]:
+def settle(c: SimCluster) -> procs.Usage:
     time.sleep(3)
-    return usage(_sessions(c))
+    return procs.usage(_sessions(c))
 
 
 def serving(c: SimCluster, ns: str) -> int:
@@ -88,9 +63,9 @@ def one(c: SimCluster, n: int, round_no: int) -> None:
         time.sleep(0.1)
     secs = time.monotonic() - t0
     after = settle(c)
-    rss = (after[0] - before[0]) / n / 2**20
-    pss = (after[1] - before[1]) / n / 2**20
-    cpu_ms = (after[2] - before[2]) / n * 1000
+    rss = (after.rss - before.rss) / n / 2**20
+    pss = (after.pss - before.pss) / n / 2**20
+    cpu_ms = (after.cpu_s - before.cpu_s) / n * 1000
     print(f"pods={n:4d}  seconds={secs:6.2f}  pods_per_s={n / secs:6.2f}  cpu_ms_per_pod={cpu_ms:6.0f}  "
           f"rss_mib_per_pod={rss:6.1f}  pss_mib_per_pod={pss:6.1f}  load1={os.getloadavg()[0]:.1f}", flush=True)
     core.delete_namespace(ns)
