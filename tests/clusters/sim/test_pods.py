@@ -9,7 +9,6 @@ import ipaddress
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +16,14 @@ import pytest
 from kubernetes import client
 
 from gpucatalog.clusters.sim import SimCluster, netns, procs
+from tests.clusters.sim import waiting
 
 pytestmark = pytest.mark.integration
 
 PROBE_IMAGE = "ghcr.io/gpu-catalog/demo-probe:0.1"
 
 
-def wait(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = probe()
-        if v:
-            return v
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+wait = waiting.wait
 
 
 def _pod(name: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
