@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]  # a whole remediation per case; slow on a busy machine
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-health"
