@@ -366,12 +366,15 @@ def _manual_drain_kept(ctx: base.SuiteContext, res: base.CaseResult, slurm: slur
     slurm.drain(target.name, reason)
     injected: list[str] = []
     try:
-        for name in (target.name, control.name):
-            inject(name)
-            injected.append(name)
+        # The control's fault first: a controller that repairs one node at a time must not have the
+        # hand-drained node's repair ahead of the control's drain.
+        inject(control.name)
+        injected.append(control.name)
         base.wait_for(f"gpu-health to drain the control node {control.name} (proof it saw this fault)",
                       lambda: (lambda c: c.drained and c.reason.startswith(prefix))(_node(slurm, control.name)),
                       ctx.scaled(timeout))
+        inject(target.name)
+        injected.append(target.name)
         n = _node(slurm, target.name)
         if not n.drained or not n.reason.startswith(reason):
             raise base.CaseFailed(f"{target.name}, drained by hand ({reason!r}), is now {n.state} {n.reason!r} "
