@@ -174,8 +174,18 @@ class Controller:
         breaker, cm = self.load_breaker()
         total = len(nodes)
         plans = engine.decide_all(views, breaker, self.cfg.policy, now, total=total)
+        # The breaker's decision is recorded before it is acted on: a reader that sees a node
+        # quarantined or refused must find the breaker that admitted or refused it, and a lost
+        # save must not leave quarantines the breaker does not know about.
+        unrecorded = False
+        if breaker.changed and not self.cfg.policy.dry_run:
+            try:
+                self.save_breaker(breaker, cm, total)
+            except RemediationError as exc:
+                unrecorded = True
+                self.log("breaker not saved; new quarantines wait for the next pass", error=exc)
         for plan in plans:
-            if plan.empty:
+            if plan.empty or (unrecorded and plan.state_from == engine.HEALTHY):
                 continue
             try:
                 self.execute(plan, raw[plan.node], now)
@@ -183,11 +193,6 @@ class Controller:
                 self._backoff(plan.node, now, exc)
             except PermanentError as exc:
                 self.log("plan abandoned", node=plan.node, error=exc)
-        if breaker.changed and not self.cfg.policy.dry_run:
-            try:
-                self.save_breaker(breaker, cm, total)
-            except RemediationError as exc:
-                self.log("breaker not saved; retrying next pass", error=exc)
         return plans
 
     def _backoff(self, node: str, now: float, exc: TemporaryError) -> None:
