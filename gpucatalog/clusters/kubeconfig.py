@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpucatalog.clusters import provider
 from gpucatalog.core import errors, kubeapi
 
 
-class KubeconfigCluster:
+class KubeconfigCluster(provider.ClusterProvider, provider.ExplainsUnavailable):
     kind = "kubeconfig"
 
     def __init__(self, kubeconfig: Path | None) -> None:

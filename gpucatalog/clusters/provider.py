@@ -1,15 +1,33 @@
-"""The narrow cluster-provider protocol and the registry certification picks a provider from.
+"""What a cluster provider offers, as small protocols, and the registry certification picks one from.
 
 Called by ``catalog certify --cluster sim|…`` and by tests: ``providers.get("sim", name)``
-returns an object with six methods (``available``, ``up``, ``wait_ready``, ``kubeconfig``,
-``collect_logs``, ``down``). A conformance suite never sees a provider, only the kubeconfig.
+returns a :class:`ClusterProvider` (six methods: ``available``, ``up``, ``wait_ready``,
+``kubeconfig``, ``collect_logs``, ``down``). What only some providers can do is a capability of
+its own, a small protocol a provider class names among its bases (as kwok's runtimes declare the
+interfaces they implement):
+
+==========================  ==================================  ================================
+capability                  methods                             who
+==========================  ==================================  ================================
+:class:`ExplainsUnavailable`  ``reason()``                      kind, kubeconfig
+:class:`AddsNodes`          ``add_nodes(count, shape)``         sim
+:class:`StartsServices`     ``start_services(objects)``         sim (a Slurm cluster)
+:class:`InjectsFaults`      ``inject_fault``, ``clear_fault``   sim
+:class:`OffersEndpoints`    ``endpoints()``                     sim
+:class:`DescribesParts`     ``live_parts``, ``simulated_parts`` sim, kind
+==========================  ==================================  ================================
+
+Callers ask with ``isinstance(prov, provider.InjectsFaults)`` (the protocols are runtime
+checkable) and raise :func:`missing`'s input error naming what is missing. A conformance suite
+never sees a provider, only the kubeconfig and the callables certification hands it.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from gpucatalog.core import errors
 
@@ -22,22 +40,100 @@ class ClusterProvider(Protocol):
 
     def available(self) -> bool:
         """True when this provider can start a cluster on this machine."""
+        ...
 
     def up(self, nodes: int, shape: str) -> Path:
         """Start the cluster with ``nodes`` nodes of ``shape``; returns the kubeconfig path."""
+        ...
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the API server answers and every node is Ready (WaitTimeout-like ToolError)."""
+        ...
 
     def kubeconfig(self) -> Path:
         """Path of an admin kubeconfig for the running cluster."""
+        ...
 
     def collect_logs(self, dest: Path) -> Path:
         """Copy every process log of the cluster into ``dest``; returns the folder written."""
+        ...
 
     def down(self) -> None:
         """Stop every process and remove the cluster's state (NotFoundError if none)."""
+        ...
 
+
+@runtime_checkable
+class ExplainsUnavailable(Protocol):
+    """A provider that can say why ``available()`` is False."""
+
+    def reason(self) -> str:
+        """Why this machine cannot run the provider; empty when it can."""
+        ...
+
+
+@runtime_checkable
+class AddsNodes(Protocol):
+    """A provider that adds nodes of another shape to a running cluster (``cluster.extraNodes``)."""
+
+    def add_nodes(self, count: int, shape: str) -> list[str]:
+        """Add ``count`` nodes of ``shape``; returns their names once Ready."""
+        ...
+
+
+@runtime_checkable
+class StartsServices(Protocol):
+    """A provider that runs host services a bundle calls for (the sim runs Slurm for Slinky CRs)."""
+
+    def start_services(self, objects: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Start what the rendered ``objects`` call for; returns one line per service started."""
+        ...
+
+
+@runtime_checkable
+class InjectsFaults(Protocol):
+    """A provider that can break a node's (simulated) hardware and heal it again."""
+
+    def inject_fault(self, node: str, kind: str, **kw: Any) -> str:
+        """Inject a fault of ``kind`` on ``node``; returns what was done."""
+        ...
+
+    def clear_fault(self, node: str) -> str:
+        """Undo every injected fault of ``node``; returns what was done."""
+        ...
+
+
+@runtime_checkable
+class OffersEndpoints(Protocol):
+    """A provider with non-Kubernetes endpoints for suites (e.g. a Slurm cluster's slurm.conf)."""
+
+    def endpoints(self) -> dict[str, str]:
+        """Endpoint name -> address or path."""
+        ...
+
+
+@runtime_checkable
+class DescribesParts(Protocol):
+    """A provider that tells the evidence which parts ran for real and which were simulated."""
+
+    def live_parts(self) -> list[str]:
+        """One line per part that ran as the real thing."""
+        ...
+
+    def simulated_parts(self) -> list[str]:
+        """One line per part that was simulated."""
+        ...
+
+
+# How each capability is named in an error message.
+CAPABILITY_NAMES: dict[type, str] = {
+    ExplainsUnavailable: "explaining unavailability (reason)",
+    AddsNodes: "adding node groups (add_nodes)",
+    StartsServices: "starting host services (start_services)",
+    InjectsFaults: "fault injection (inject_fault, clear_fault)",
+    OffersEndpoints: "suite endpoints (endpoints)",
+    DescribesParts: "describing live and simulated parts (live_parts, simulated_parts)",
+}
 
 # provider kind -> "module:Class"; the class is built as Class(cluster_name).
 REGISTRY: dict[str, str] = {
@@ -47,21 +143,45 @@ REGISTRY: dict[str, str] = {
 }
 
 
-def get(kind: str, cluster_name: str = "sim", kubeconfig: Path | None = None) -> ClusterProvider:
-    """The provider ``kind`` for the cluster called ``cluster_name`` (``kubeconfig``: the file of
-    an existing cluster, for the ``kubeconfig`` provider)."""
+def _provider_class(kind: str) -> type:
     target = REGISTRY.get(kind)
     if target is None:
         raise errors.NotFoundError(
             f"unknown cluster provider {kind!r}", field="cluster", expected=", ".join(sorted(REGISTRY))
         )
     module_name, _, cls_name = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    provider: ClusterProvider = cls(kubeconfig) if kind == "kubeconfig" else cls(cluster_name)
+    cls: type = vars(importlib.import_module(module_name))[cls_name]
+    return cls
+
+
+def get(kind: str, cluster_name: str = "sim", kubeconfig: Path | None = None) -> ClusterProvider:
+    """The provider ``kind`` for the cluster called ``cluster_name`` (``kubeconfig``: the file of
+    an existing cluster, for the ``kubeconfig`` provider)."""
+    cls = _provider_class(kind)
+    provider = cls(kubeconfig) if kind == "kubeconfig" else cls(cluster_name)
+    if not isinstance(provider, ClusterProvider):
+        raise TypeError(f"{REGISTRY[kind]} does not implement ClusterProvider")  # a registry bug, not input
     return provider
 
 
+def offering(capability: type) -> list[str]:
+    """The registered provider kinds whose class declares ``capability``."""
+    return [kind for kind in sorted(REGISTRY) if issubclass(_provider_class(kind), capability)]
+
+
 def unavailable_reason(provider: ClusterProvider) -> str:
-    """Why ``provider`` cannot run here (providers may explain themselves with ``reason()``)."""
-    reason = getattr(provider, "reason", None)
-    return str(reason()) if callable(reason) else "not available on this machine"
+    """Why ``provider`` cannot run here (its own words when it :class:`ExplainsUnavailable`)."""
+    if isinstance(provider, ExplainsUnavailable):
+        return provider.reason()
+    return "not available on this machine"
+
+
+def missing(capability: type, *, kind: str, needed_by: str, field: str) -> errors.InputError:
+    """The error (exit 2) for a ``kind`` provider that lacks ``capability`` which ``needed_by``
+    needs; callers check ``isinstance(prov, capability)`` first and raise this when it is not."""
+    return errors.InputError(
+        f"{needed_by} needs {CAPABILITY_NAMES.get(capability, capability.__name__)}, "
+        f"which the {kind!r} cluster provider does not offer",
+        field=field,
+        expected="a cluster provider that offers it: " + (", ".join(offering(capability)) or "none is registered"),
+    )

@@ -115,21 +115,34 @@ def _failed_step(name: str, reason: str, seconds: float) -> base.SuiteResult:
     return base.SuiteResult(name=name, cases=[case], seconds=seconds, started=time.time() - seconds)
 
 
-def _add_node_groups(prov: Any, groups: list[Any], say: Say) -> None:
+# Suites that cannot run without a provider capability beyond the kubeconfig: checked before any
+# cluster starts, so asking for one on a provider without it is bad input (exit 2), not a failed run.
+SUITE_NEEDS: dict[str, type] = {"fault_remediation": providers.InjectsFaults}
+
+
+def _check_suite_needs(prov: providers.ClusterProvider, kind: str, suite_names: list[str]) -> None:
+    for name in suite_names:
+        need = SUITE_NEEDS.get(name)
+        if need is not None and not isinstance(prov, need):
+            raise providers.missing(need, kind=kind, needed_by=f"suite {name!r}", field="--suite")
+
+
+def _add_node_groups(prov: providers.ClusterProvider, kind: str, groups: list[Any], say: Say) -> None:
     """The profile's ``cluster.extraNodes`` ([{nodes, shape}]): more nodes of other shapes."""
-    add = getattr(prov, "add_nodes", None)
+    if not groups:
+        return
+    if not isinstance(prov, providers.AddsNodes):
+        raise providers.missing(providers.AddsNodes, kind=kind, needed_by="the profile's node groups",
+                                field="cluster.extraNodes")
     for g in groups:
-        if not callable(add):
-            raise errors.InputError("this cluster provider cannot add node groups", field="cluster.extraNodes")
         say(f"adding {g['nodes']} x {g['shape']}")
-        add(int(g["nodes"]), str(g["shape"]))
+        prov.add_nodes(int(g["nodes"]), str(g["shape"]))
 
 
-def _start_services(prov: Any, rb: render.RenderedBundle, say: Say) -> list[str]:
-    start = getattr(prov, "start_services", None)
-    if not callable(start):
+def _start_services(prov: providers.ClusterProvider, rb: render.RenderedBundle, say: Say) -> list[str]:
+    if not isinstance(prov, providers.StartsServices):
         return []
-    started: list[str] = list(start([o for c in rb.components for o in c.objects]))
+    started: list[str] = list(prov.start_services([o for c in rb.components for o in c.objects]))
     for line in started:
         say(f"started {line}")
     return started
@@ -190,6 +203,7 @@ def _on_cluster(
     prov = providers.get(kind, opts.cluster_name, kubeconfig=kubeconfig_path)
     if not prov.available():
         raise errors.InputError(f"cluster provider {kind!r} cannot run here: {providers.unavailable_reason(prov)}", field="--cluster")
+    _check_suite_needs(prov, kind, suite_names)
     results: list[base.SuiteResult] = []
     started_cluster = False
     t0 = time.monotonic()
@@ -202,7 +216,7 @@ def _on_cluster(
             say(f"starting {kind} cluster {opts.cluster_name!r}: {nodes} x {shape}")
             kubeconfig = prov.up(nodes, shape)  # a failed up cleans up after itself
             started_cluster = True
-            _add_node_groups(prov, rb.cluster.get("extraNodes") or [], say)
+            _add_node_groups(prov, kind, rb.cluster.get("extraNodes") or [], say)
         prov.wait_ready(opts.ready_timeout_s)
         info.update(cluster_facts.describe(kubeconfig, prov))
         problems = cluster_facts.preflight(info, rb)
@@ -225,12 +239,10 @@ def _on_cluster(
         except errors.CatalogError as exc:
             results.append(_failed_step("install", str(exc), time.monotonic() - t1))
             return results
-        info["live"], info["simulated"] = cluster_facts.live_and_simulated(kubeconfig, prov)
-        params = {
-            "inject_fault": getattr(prov, "inject_fault", None),
-            "clear_fault": getattr(prov, "clear_fault", None),
-            "bundle_values": {c.name: c.values for c in rb.components},
-        }
+        info["live"], info["simulated"] = cluster_facts.live_and_simulated(prov)
+        params: dict[str, Any] = {"bundle_values": {c.name: c.values for c in rb.components}}
+        if isinstance(prov, providers.InjectsFaults):
+            params.update(inject_fault=prov.inject_fault, clear_fault=prov.clear_fault)
         endpoints = cluster_facts.endpoints(prov)
         for name in suite_names:
             say(f"suite {name}")

@@ -1,6 +1,6 @@
 """Facts about the cluster a certification runs on, read through the Kubernetes API: version,
-GPU nodes, the preflight a bundle needs, and what ran live versus simulated. Called by
-``pipelines.certify``."""
+GPU nodes, the preflight a bundle needs, and what the provider says ran live versus simulated.
+Called by ``pipelines.certify``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from kubernetes import client
 
 from gpucatalog.catalog import render, versions
+from gpucatalog.clusters import provider as providers
 from gpucatalog.core import kubeapi
 
 
@@ -18,11 +19,7 @@ def _api(kubeconfig: Path) -> Any:
     return kubeapi.client_for(kubeconfig)
 
 
-def _core(kubeconfig: Path) -> Any:
-    return client.CoreV1Api(_api(kubeconfig))
-
-
-def describe(kubeconfig: Path, prov: Any) -> dict[str, Any]:
+def describe(kubeconfig: Path, prov: providers.ClusterProvider) -> dict[str, Any]:
     api = _api(kubeconfig)
     ver: Any = client.VersionApi(api).get_code()
     nodes = []
@@ -37,7 +34,7 @@ def describe(kubeconfig: Path, prov: Any) -> dict[str, Any]:
                 "gpuMemoryMiB": labels.get("nvidia.com/gpu.memory", ""),
             }
         )
-    return {"kubernetesVersion": ver.git_version, "nodes": nodes, "name": getattr(prov, "name", "")}
+    return {"kubernetesVersion": ver.git_version, "nodes": nodes, "name": prov.name}
 
 
 def preflight(info: dict[str, Any], rb: render.RenderedBundle) -> list[str]:
@@ -54,29 +51,14 @@ def preflight(info: dict[str, Any], rb: render.RenderedBundle) -> list[str]:
     return problems
 
 
-def live_and_simulated(kubeconfig: Path, prov: Any) -> tuple[list[str], list[str]]:
-    """Which of the bundle's pods ran as real processes and which were only simulated."""
-    live: list[str] = list(getattr(prov, "live_parts", lambda: [])())
-    simulated: list[str] = list(getattr(prov, "simulated_parts", lambda: [])())
-    if type(prov).__name__ != "SimCluster":
-        return live, simulated
-    from gpucatalog.clusters.sim import images as sim_images
-
-    live.append("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (pinned builds)")
-    live.append("kwok: node and pod lifecycle of simulated nodes")
-    simulated.append("GPU hardware and driver: nvidia-smi XML, kernel log, InfiniBand sysfs per node folder")
-    pods: list[Any] = _core(kubeconfig).list_pod_for_all_namespaces().items
-    for p in pods:
-        imgs = sorted({c.image for c in p.spec.containers})
-        ident = f"pod {p.metadata.namespace}/{p.metadata.name} ({', '.join(imgs)})"
-        if p.spec.node_name and all(sim_images.lookup(i) is not None for i in imgs):
-            live.append(ident + ": real process run by the sim kubelet")
-        elif not p.metadata.namespace.startswith("conformance"):
-            simulated.append(ident + ": status simulated by kwok (image not runnable here)")
-    return live, simulated
+def live_and_simulated(prov: providers.ClusterProvider) -> tuple[list[str], list[str]]:
+    """Which parts ran as real processes and which were only simulated, in the provider's words
+    (nothing from a provider that does not describe its parts, such as an existing cluster)."""
+    if not isinstance(prov, providers.DescribesParts):
+        return [], []
+    return list(prov.live_parts()), list(prov.simulated_parts())
 
 
-def endpoints(prov: Any) -> dict[str, str]:
+def endpoints(prov: providers.ClusterProvider) -> dict[str, str]:
     """Non-Kubernetes endpoints a provider offers suites (e.g. the Slurm cluster's slurm.conf)."""
-    fn = getattr(prov, "endpoints", None)
-    return dict(fn()) if fn else {}
+    return dict(prov.endpoints()) if isinstance(prov, providers.OffersEndpoints) else {}

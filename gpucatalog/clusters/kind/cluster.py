@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.clusters import shapes
+from gpucatalog.clusters import provider, shapes
 from gpucatalog.clusters.kind import config, gpus
 from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build
@@ -35,7 +35,7 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-class KindCluster:
+class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provider.DescribesParts):
     """One named kind cluster (kind name ``gpucatalog-<name>``)."""
 
     kind = "kind"

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import gpucatalog
-from gpucatalog.clusters import shapes
-from gpucatalog.clusters.sim import egress, faults, nodefs, nodes, ports, procs, stages
+from gpucatalog.clusters import provider, shapes
+from gpucatalog.clusters.sim import egress, faults, nodefs, nodes, parts, ports, procs, services, stages
 from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import RESTART_POLICIES, ClusterConfig
 from gpucatalog.clusters.sim.layout import Layout, clusters_root
@@ -28,9 +28,6 @@ from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build
 
 MAX_NODES = 2000
-# Slurm clusters started by start_services in this process, by cluster folder: their daemons are
-# this process's children, so whichever SimCluster object tears the cluster down also reaps them.
-_SLURM_CHILDREN: dict[str, Any] = {}
 TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 PORT_NAMES = ("etcd", "etcd_peer", "apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
@@ -41,7 +38,14 @@ def _quiet(_msg: str) -> None:
     return None
 
 
-class SimCluster:
+class SimCluster(
+    provider.ClusterProvider,
+    provider.AddsNodes,
+    provider.StartsServices,
+    provider.InjectsFaults,
+    provider.OffersEndpoints,
+    provider.DescribesParts,
+):
     """One named sim cluster; several with different names may run at once."""
 
     def __init__(self, name: str = "sim") -> None:
@@ -256,55 +260,29 @@ class SimCluster:
         """Every injected fault of ``node`` undone (its hardware readings healthy again)."""
         return faults.inject(self.node_dir(node), "clear")
 
-    # -- host services a bundle brings (a Slurm cluster) --------------------------------------
+    # -- host services a bundle brings (a Slurm cluster: :mod:`.services`) -------------------
     def start_services(self, objects: Sequence[Mapping[str, Any]], timeout: float = 180.0) -> list[str]:
         """Start the host services the bundle's rendered ``objects`` call for; returns what started.
 
         Slinky ``Controller`` + ``NodeSet`` objects (the ``slurm`` bundle): a real Slurm cluster
-        (munged, slurmctld, one slurmd per NodeSet replica, slurmdbd + MariaDB when the
-        Controller references an Accounting CR) configured from those objects, standing in for
-        what Slinky's operator would run in pods. Each Slurm node is named after the Kubernetes
-        node its NodeSet replica lands on (:mod:`..slurm.placement`), so gpu-health drains the
-        Slurm node of the Kubernetes node it quarantines. Pods started afterwards find it
-        through ``SLURM_CONF`` (the sim kubelet exports it). ``down`` stops it, even after a crash.
-        Call after ``up`` (the nodes must exist) and before installing the bundle.
+        configured from those objects (:mod:`.services`). Each Slurm node is named after the
+        Kubernetes node its NodeSet replica lands on (:mod:`..slurm.placement`), so gpu-health
+        drains the Slurm node of the Kubernetes node it quarantines. Pods started afterwards find
+        it through ``SLURM_CONF`` (the sim kubelet exports it). ``down`` stops it, even after a
+        crash. Call after ``up`` (the nodes must exist) and before installing the bundle.
         """
-        from gpucatalog.clusters import slurm
-        from gpucatalog.clusters.slurm import placement
-
-        if not any(str(o.get("apiVersion", "")).startswith(placement.SLINKY_GROUP + "/") and o.get("kind") == "Controller"
-                   for o in objects):
-            return []
-        if self.layout.slurm.exists():
-            raise errors.ConflictError(f"sim cluster {self.name!r} already runs a Slurm cluster",
-                                       expected="`catalog cluster down` first")
-        nodes = [(str(n.metadata.name), dict(n.metadata.labels or {})) for n in self.core().list_node().items]
-        spec = slurm.from_manifests(objects, node_names=placement.place(objects, nodes))
-        cluster = slurm.SlurmCluster(spec, self.layout.slurm)
-        cluster.start(timeout)
-        _SLURM_CHILDREN[str(self.layout.root)] = cluster
-        t = cluster.timings.get("total", 0.0)
-        return [f"Slurm {cluster.slurm_version()} cluster {spec.cluster_name!r}: slurmctld, "
-                f"{len(cluster.node_names())} slurmd ({', '.join(cluster.node_names())})"
-                + (", slurmdbd + MariaDB" if spec.accounting else "") + f", started in {t:.1f}s"]
+        return services.start_slurm(self.layout, self.name, self.core(), objects, timeout)
 
     def endpoints(self) -> dict[str, str]:
         """Non-Kubernetes endpoints for suites: ``slurm_conf`` while a Slurm cluster runs."""
-        return {"slurm_conf": str(self.layout.slurm_conf)} if self.layout.slurm_conf.is_file() else {}
+        return services.endpoints(self.layout)
 
+    # -- evidence (read by pipelines.cluster_facts) ---------------------------------------------
     def live_parts(self) -> list[str]:
-        if not self.layout.slurm_conf.is_file():
-            return []
-        return ["Slurm (Debian slurm-wlm): slurmctld, one slurmd per NodeSet replica named after its "
-                "Kubernetes node, munged, slurmdbd + MariaDB when accounting is on; configured from the "
-                "bundle's Slinky Controller/NodeSet CRs (the sim plays Slinky's operator)"]
+        return parts.live(self.layout, self.core())
 
     def simulated_parts(self) -> list[str]:
-        if not self.layout.slurm_conf.is_file():
-            return []
-        return ["Slinky operator reconciliation (slurmctld/slurmd/slurmrestd pods from the CRs): not run; "
-                "the sim starts the Slurm daemons on the host instead",
-                "GPUs of Slurm nodes: character devices made with mknod, one per GPU"]
+        return parts.simulated(self.layout, self.core())
 
     # -- internals --------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
@@ -336,15 +314,7 @@ class SimCluster:
         # whatever is left (supervisor killed, crashed test): every recorded process and pod
         leftovers = procs.read_all(lay.pids) + procs.read_all_pods(lay.nodes)
         procs.stop(leftovers, grace=3.0)
-        from gpucatalog.clusters import slurm
-
-        # a Slurm cluster of start_services: every daemon, job and step, found from its folder
-        # and the processes' environment alone (works after a crash; nothing to do without one);
-        # daemons started by this process are reaped too
-        started_here = _SLURM_CHILDREN.pop(str(lay.root), None)
-        if started_here is not None:
-            started_here.stop()
-        slurm.stop_state_dir(lay.slurm)
+        services.stop(lay)  # a Slurm cluster of start_services, even after a crash
         shutil.rmtree(lay.root, ignore_errors=True)
 
     def _cleanup_stale(self) -> None:

@@ -1,20 +1,18 @@
 """The sim kubelet: runs pods whose image is in the image map as real host processes.
 
 Supervised process (``python -m …sim.kubelet --state DIR``). It polls the pods bound to the
-cluster's simulated nodes and, for each pod with a mapped image (``images``), which kwok is
-told to ignore:
+cluster's simulated nodes and keeps the pod lifecycle for each pod with a mapped image
+(``images``), which kwok is told to ignore:
 
 * allocates a unique pod IP: ``100.64.x.y`` in the API (Endpoints reject loopback addresses)
   and the loopback alias ``127.<slot>.x.y`` on the host, where the process binds (``$(POD_IP)``
   from a ``status.podIP`` fieldRef resolves to the alias; ``SIM_POD_IP`` holds the API one); the
   API server reaches the pod through the egress proxy (``egress``), which maps one to the other;
-* requests a token for the pod's ServiceAccount through the TokenRequest API (bound to the
-  pod) and materialises the ServiceAccount files, a kubeconfig using that token, ConfigMap,
-  Secret, projected and emptyDir volumes under ``<node>/pods/<pod>/``;
-* maps every hostPath volume to ``<node folder>/<path>`` (so a DaemonSet pod on node X reads
-  node X's simulated ``/dev/kmsg``, sysfs and ``nvidia-smi``);
-* starts each container through ``podexec`` (private mount namespace + bind mounts + chroot)
-  with the argv from the image map and the pod's command/args, env from the pod spec;
+* has the pod's volumes, ServiceAccount token and each container's mounts and environment
+  built (:mod:`.podspec`);
+* runs init containers in order, then starts each container through ``podexec`` (private
+  mount namespace + bind mounts + chroot) with the argv from the image map and the pod's
+  command/args;
 * reports status from the real processes: Running, terminated with the exit code, restarts
   per restartPolicy with back-off (CrashLoopBackOff while waiting), Succeeded/Failed;
 * on deletion sends SIGTERM, waits the grace period (capped), SIGKILLs, then removes the pod.
@@ -26,10 +24,8 @@ Logs of a container: ``<node folder>/pods/<ns>_<pod>/<container>.log`` (no kubel
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -39,13 +35,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.clusters.sim import egress, images, nodefs, procs
+from gpucatalog.clusters.sim import egress, images, nodefs, podspec, procs
 from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import ClusterConfig
 from gpucatalog.clusters.sim.layout import Layout
 from gpucatalog.core import errors, kubeapi
 
-SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 POLL_S = 0.5
 MAX_GRACE_S = 10.0
 
@@ -87,6 +82,10 @@ class PodRun:
     terminating: bool = False
     reported: str = ""
 
+    @property
+    def place(self) -> podspec.PodPlace:
+        return podspec.PodPlace(node=self.node, ip=self.ip, dir=self.dir)
+
 
 def is_sim_pod(pod: Any) -> bool:
     return any(images.lookup(c.image or "") for c in pod.spec.containers)
@@ -104,9 +103,9 @@ class Kubelet:
         self.pods: dict[str, PodRun] = {}
         self.retry_after: dict[str, float] = {}  # pod uid -> when to retry a failed init
         self.next_ip = 1
-        self.ca = pki_mod.Pki(lay.pki).ca_crt.read_text()
+        self.specs = podspec.Builder(self.core, client, lay, cfg, pki_mod.Pki(lay.pki).ca_crt.read_text())
 
-    # -- pod IPs and files ------------------------------------------------------------------------
+    # -- pod IPs ------------------------------------------------------------------------
     def alloc_ip(self) -> str:
         """Next pod IP (100.64.x.y in the API; the process listens on 127.<slot>.x.y)."""
         n = self.next_ip
@@ -114,147 +113,6 @@ class Kubelet:
         if n >= 65535:
             raise errors.ConflictError("sim pod IP range exhausted", expected="fewer than 65534 sim-kubelet pods")
         return egress.pod_ip(n)
-
-    def _token(self, pod: Any) -> str:
-        sa = pod.spec.service_account_name or "default"
-        body = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {
-                "expirationSeconds": 3600,
-                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name,
-                                   "uid": pod.metadata.uid},
-            },
-        }
-        tr = self.core.create_namespaced_service_account_token(sa, pod.metadata.namespace, body)
-        return str(tr.status.token)
-
-    def _key_data(self, kind: str, name: str, ns: str) -> dict[str, bytes]:
-        if kind == "configMap":
-            cm = self.core.read_namespaced_config_map(name, ns)
-            out = {k: v.encode() for k, v in (cm.data or {}).items()}
-            out.update({k: base64.b64decode(v) for k, v in (cm.binary_data or {}).items()})
-            return out
-        sec = self.core.read_namespaced_secret(name, ns)
-        return {k: base64.b64decode(v) for k, v in (sec.data or {}).items()}
-
-    def _write_items(self, dest: Path, data: dict[str, bytes], items: Any) -> None:
-        dest.mkdir(parents=True, exist_ok=True)
-        pairs = [(i.key, i.path) for i in items] if items else [(k, k) for k in data]
-        for key, path in pairs:
-            if key in data:
-                (dest / path).parent.mkdir(parents=True, exist_ok=True)
-                (dest / path).write_bytes(data[key])
-
-    def _volumes(self, pod: Any, run: PodRun, token: str | None) -> dict[str, Path]:
-        node_dir = self.lay.node_dir(run.node)
-        out: dict[str, Path] = {}
-        ns = pod.metadata.namespace
-        for v in pod.spec.volumes or []:
-            vdir = run.dir / "volumes" / v.name
-            if v.host_path is not None:
-                src = node_dir / v.host_path.path.lstrip("/")
-                if not src.exists():
-                    if v.host_path.type in ("File", "FileOrCreate"):
-                        src.parent.mkdir(parents=True, exist_ok=True)
-                        src.touch()
-                    else:
-                        src.mkdir(parents=True, exist_ok=True)
-                out[v.name] = src
-            elif v.empty_dir is not None:
-                vdir.mkdir(parents=True, exist_ok=True)
-                out[v.name] = vdir
-            elif v.config_map is not None:
-                self._write_items(vdir, self._key_data("configMap", v.config_map.name, ns), v.config_map.items)
-                out[v.name] = vdir
-            elif v.secret is not None:
-                self._write_items(vdir, self._key_data("secret", v.secret.secret_name, ns), v.secret.items)
-                out[v.name] = vdir
-            elif v.projected is not None:
-                vdir.mkdir(parents=True, exist_ok=True)
-                for s in v.projected.sources or []:
-                    if s.service_account_token is not None and token:
-                        (vdir / s.service_account_token.path).write_text(token)
-                    elif s.config_map is not None:
-                        self._write_items(vdir, self._key_data("configMap", s.config_map.name, ns), s.config_map.items)
-                    elif s.secret is not None:
-                        self._write_items(vdir, self._key_data("secret", s.secret.name, ns), s.secret.items)
-                    elif s.downward_api is not None:
-                        for item in s.downward_api.items or []:
-                            if item.field_ref is not None:
-                                (vdir / item.path).write_text(self._field(pod, item.field_ref.field_path, run))
-                out[v.name] = vdir
-        return out
-
-    def _field(self, pod: Any, path: str, run: PodRun) -> str:
-        values = {
-            "metadata.name": pod.metadata.name,
-            "metadata.namespace": pod.metadata.namespace,
-            "metadata.uid": pod.metadata.uid,
-            "spec.nodeName": run.node,
-            "spec.serviceAccountName": pod.spec.service_account_name or "default",
-            # the address the process can bind and the API server reaches through the egress proxy
-            "status.podIP": egress.loopback_of(run.ip, self.cfg.slot),
-            "status.hostIP": "127.0.0.1",
-        }
-        if path in values:
-            return str(values[path])
-        m = re.match(r"metadata\.(labels|annotations)\['(.+)'\]", path)
-        if m:
-            src = pod.metadata.labels if m[1] == "labels" else pod.metadata.annotations
-            return str((src or {}).get(m[2], ""))
-        return ""
-
-    def _env(self, pod: Any, c: Any, run: PodRun, kubeconfig: Path | None) -> dict[str, str]:
-        ns = pod.metadata.namespace
-        env = {
-            # The image's python3 (with gpu-catalog's dependencies) comes first, as in the image;
-            # the entrypoint's "python3" is mapped to the same interpreter below.
-            "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "HOSTNAME": pod.metadata.name,
-            "HOME": "/root",
-            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-            "KUBERNETES_SERVICE_PORT": str(self.cfg.ports["apiserver"]),
-            "PYTHONPATH": self.cfg.python_path,
-            "PYTHONUNBUFFERED": "1",
-            "SIM_POD_IP": run.ip,
-            # Sim-only: which sim cluster this process belongs to (used by sim actuators).
-            "GPU_CATALOG_SIM_NAME": self.cfg.name,
-            "SIM_POD_LOOPBACK_IP": egress.loopback_of(run.ip, self.cfg.slot),
-        }
-        if kubeconfig is not None:
-            env["KUBECONFIG"] = str(kubeconfig)
-        if self.lay.slurm_conf.is_file():
-            # Sim-only: the cluster runs a Slurm cluster on the host (``SimCluster.start_services``);
-            # this is how a Slurm client in a pod (gpu-health's scontrol hook) finds it, as
-            # /etc/slurm/slurm.conf would on a Slurm node. The pod's own env still wins.
-            env["SLURM_CONF"] = str(self.lay.slurm_conf)
-        gpu_bin = self.lay.node_dir(run.node) / "usr" / "bin"
-        if (gpu_bin / "nvidia-smi").exists():  # what the NVIDIA container toolkit would inject
-            env["PATH"] = f"{gpu_bin}:{env['PATH']}"
-        for src in c.env_from or []:
-            kind, ref = ("configMap", src.config_map_ref) if src.config_map_ref else ("secret", src.secret_ref)
-            if ref is None:
-                continue
-            try:
-                data = self._key_data(kind, ref.name, ns)
-            except self.client.ApiException:
-                if ref.optional:
-                    continue
-                raise
-            env.update({(src.prefix or "") + k: v.decode(errors="replace") for k, v in data.items()})
-        for e in c.env or []:
-            if e.value_from is None:
-                env[e.name] = _expand(e.value or "", env)
-            elif e.value_from.field_ref is not None:
-                env[e.name] = self._field(pod, e.value_from.field_ref.field_path, run)
-            elif e.value_from.config_map_key_ref is not None:
-                r = e.value_from.config_map_key_ref
-                env[e.name] = self._key_data("configMap", r.name, ns).get(r.key, b"").decode()
-            elif e.value_from.secret_key_ref is not None:
-                r = e.value_from.secret_key_ref
-                env[e.name] = self._key_data("secret", r.name, ns).get(r.key, b"").decode()
-        return env
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start_pod(self, pod: Any) -> None:
@@ -267,22 +125,8 @@ class Kubelet:
         shutil.rmtree(run.dir, ignore_errors=True)
         run.dir.mkdir(parents=True)
         self.pods[uid] = run
-        token = None
-        kubeconfig = None
-        if pod.spec.automount_service_account_token is not False or any(
-            s.service_account_token for v in pod.spec.volumes or [] if v.projected for s in v.projected.sources or []
-        ):
-            token = self._token(pod)
-            sa_dir = run.dir / "serviceaccount"
-            sa_dir.mkdir()
-            (sa_dir / "token").write_text(token)
-            (sa_dir / "ca.crt").write_text(self.ca)
-            (sa_dir / "namespace").write_text(run.namespace)
-            kubeconfig = pki_mod.write_kubeconfig(run.dir / "kubeconfig", pki_mod.kubeconfig_doc(
-                self.cfg.api_url, sa_dir / "ca.crt", token_file=sa_dir / "token",
-                user=f"system:serviceaccount:{run.namespace}:{pod.spec.service_account_name or 'default'}"))
-        vols = self._volumes(pod, run, token)
-        if not self.run_init_containers(pod, run, vols, token, kubeconfig):
+        prep = self.specs.prepare(pod, run.place)
+        if not self.run_init_containers(pod, run, prep):
             return
         for c in pod.spec.containers:
             cont = Container(c.name, c.image or "", [])
@@ -298,29 +142,17 @@ class Kubelet:
                 continue
             if cont.argv and cont.argv[0] in ("python3", "python"):
                 cont.argv[0] = sys.executable
-            self._write_spec(pod, c, run, cont.argv, vols, token, kubeconfig)
+            self._write_spec(pod, c, run, cont.argv, prep)
             self.spawn(run, cont)
         self.report(run, force=True)
 
-    def _write_spec(self, pod: Any, c: Any, run: PodRun, argv: list[str], vols: dict[str, Path],
-                    token: str | None, kubeconfig: Path | None) -> Path:
-        mounts = [{"source": str(vols[m.name]), "mountPath": m.mount_path, "readOnly": bool(m.read_only)}
-                  for m in c.volume_mounts or [] if m.name in vols]
-        if token and not any(m["mountPath"] == SA_PATH for m in mounts):
-            mounts.append({"source": str(run.dir / "serviceaccount"), "mountPath": SA_PATH, "readOnly": True})
-        spec = {
-            "argv": argv,
-            "env": self._env(pod, c, run, kubeconfig),
-            "workingDir": c.working_dir or "/",
-            "mounts": mounts,
-            "root": str(run.dir / f"root-{c.name}"),
-        }
+    def _write_spec(self, pod: Any, c: Any, run: PodRun, argv: list[str], prep: podspec.Prepared) -> Path:
         run.spec_file[c.name] = run.dir / f"{c.name}.json"
+        spec = self.specs.container_spec(pod, c, argv, run.place, prep)
         run.spec_file[c.name].write_text(json.dumps(spec, indent=1))
         return run.spec_file[c.name]
 
-    def run_init_containers(self, pod: Any, run: PodRun, vols: dict[str, Path], token: str | None,
-                            kubeconfig: Path | None) -> bool:
+    def run_init_containers(self, pod: Any, run: PodRun, prep: podspec.Prepared) -> bool:
         """Run init containers in order (mapped images for real, others count as completed).
 
         Blocking, with a time limit: init containers of the charts certified here are short.
@@ -336,7 +168,7 @@ class Kubelet:
                 argv = images.argv_for(self.api.sanitize_for_serialization(c))
                 if argv and argv[0] in ("python3", "python"):
                     argv[0] = sys.executable
-                spec = self._write_spec(pod, c, run, argv, vols, token, kubeconfig)
+                spec = self._write_spec(pod, c, run, argv, prep)
                 try:
                     proc = executor.run([sys.executable, "-m", "gpucatalog.clusters.sim.podexec", str(spec)],
                                         env={"PYTHONPATH": self.cfg.python_path}, check=False, timeout=120)
@@ -497,12 +329,6 @@ class Kubelet:
     def shutdown(self) -> None:
         for run in list(self.pods.values()):
             self.kill(run, 2.0)
-
-
-def _expand(value: str, env: dict[str, str]) -> str:
-    """Kubernetes $(VAR) expansion; $$(VAR) escapes."""
-    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                  lambda m: "$" if m[0] == "$$" else env.get(m[1], m[0]), value)
 
 
 def main(argv: list[str] | None = None) -> int:

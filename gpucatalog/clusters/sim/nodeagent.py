@@ -1,60 +1,31 @@
 """SIM-ONLY node agent: what a GPU driver stack would do on a real node, for simulated nodes.
 
-Nothing here is product code; it exists because the sim cluster has no GPUs. It provides
-
-* ``write_nvidia_smi``: a per-node ``usr/bin/nvidia-smi`` executable that prints the node
-  folder's readings (``-q -x``, ``-L``, ``nvlink -s``), so probes run the real command path;
-* the agent process (``python -m …sim.nodeagent --state DIR``, supervised): answers which GPU a
-  KAI GPU-reservation pod got, by writing the annotation ``run.ai/reserve_for_gpu_index``
-  (the GPU UUID) that KAI's resource-reservation binary would write from NVML.
+Nothing here is product code; it exists because the sim cluster has no GPUs. The agent process
+(``python -m …sim.nodeagent --state DIR``, supervised) answers which GPU a KAI GPU-reservation
+pod got, by writing the annotation ``run.ai/reserve_for_gpu_index`` (the GPU UUID) that KAI's
+resource-reservation binary would write from NVML. GPUs come from the node folder's hardware
+state (:func:`.nodefs.load_hw`); the node's ``nvidia-smi`` is :mod:`.nvidiasmi`'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import stat
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from gpucatalog.clusters.sim import nodefs
+
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 RESERVATION_ANNOTATION = "run.ai/reserve_for_gpu_index"
 
-_SCRIPT = """#!/bin/sh
-# SIM-ONLY nvidia-smi of a gpu-catalog simulated node: prints this node's simulated readings.
-D='{sim_dir}'
-case "$1" in
-  nvlink)
-    exec cat "$D/nvlink-status.txt" ;;
-  -L|--list-gpus)
-    exec sed -n 's/^GPU \\([0-9]*\\): \\(.*\\)$/GPU \\1: \\2/p' "$D/nvlink-status.txt" ;;
-  -q|--query)
-    if [ "$2" = "-x" ] || [ "$2" = "--xml-format" ]; then exec cat "$D/nvidia-smi-q-x.xml"; fi ;;
-  -x)
-    if [ "$2" = "-q" ]; then exec cat "$D/nvidia-smi-q-x.xml"; fi ;;
-esac
-echo "sim nvidia-smi supports: -q -x, -L, nvlink -s" >&2
-exit 2
-"""
-
-
-def write_nvidia_smi(node_dir: Path, final_dir: Path | None = None) -> Path:
-    path = node_dir / "usr" / "bin" / "nvidia-smi"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_SCRIPT.format(sim_dir=(final_dir or node_dir) / "sim"))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return path
-
 
 def _gpu_uuids(node_dir: Path) -> list[str]:
-    from gpucatalog.clusters.sim import nodefs  # nodefs imports this module
-
     nodefs.ensure(node_dir.parent, node_dir.name, node_dir.parent.parent.name)
     try:
-        hw = json.loads((node_dir / "sim" / "hw.json").read_text())
+        hw = nodefs.load_hw(node_dir)
     except OSError:
         return []
     return [g["uuid"] for g in hw["gpus"] if not g["fallen_off_bus"]]
@@ -86,7 +57,7 @@ def annotate_reservations(core: Any, nodes_dir: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     import urllib3
-    from kubernetes import client  # imported here: the nvidia-smi writer needs no client
+    from kubernetes import client
 
     from gpucatalog.clusters.sim.layout import Layout
     from gpucatalog.core import kubeapi

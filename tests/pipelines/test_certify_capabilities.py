@@ -1,0 +1,56 @@
+"""certify asks a provider for capabilities by protocol: a suite or profile that needs one the
+provider lacks is bad input (exit 2) named before any cluster is touched. No cluster needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpucatalog.cli import main
+from gpucatalog.clusters import provider
+from gpucatalog.core import errors
+from gpucatalog.pipelines import certify
+
+
+def _unreachable_kubeconfig(tmp_path: Path) -> Path:
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "current-context: c\n"
+    )
+    return kc
+
+
+def test_fault_suite_on_a_provider_without_fault_injection_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kc = _unreachable_kubeconfig(tmp_path)
+    # an unreachable cluster would fail wait_ready with "not ready": the capability check comes first
+    rc = main(["certify", "gpu-scheduling", "--cluster", f"kubeconfig={kc}", "--profile", "sim",
+               "--suite", "fault_remediation", "--ready-timeout", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "suite 'fault_remediation' needs fault injection (inject_fault, clear_fault)" in err
+    assert "'kubeconfig' cluster provider does not offer" in err and "not ready" not in err
+
+
+def test_suites_that_need_no_capability_pass_the_check(tmp_path: Path) -> None:
+    kc = provider.get("kubeconfig", kubeconfig=_unreachable_kubeconfig(tmp_path))
+    certify._check_suite_needs(kc, "kubeconfig", ["gang", "fractional_gpu", "quota_reclaim", "slurm"])
+    certify._check_suite_needs(provider.get("sim", "caps"), "sim", ["fault_remediation"])
+
+
+def test_node_groups_on_a_provider_that_cannot_add_nodes_is_bad_input(tmp_path: Path) -> None:
+    kc = provider.get("kubeconfig", kubeconfig=_unreachable_kubeconfig(tmp_path))
+    certify._add_node_groups(kc, "kubeconfig", [], print)  # nothing asked, nothing needed
+    with pytest.raises(errors.InputError, match="node groups needs adding node groups") as exc:
+        certify._add_node_groups(kc, "kubeconfig", [{"nodes": 1, "shape": "cpu"}], print)
+    assert exc.value.field == "cluster.extraNodes"
+
+
+def test_services_and_fault_params_only_from_providers_that_offer_them(tmp_path: Path) -> None:
+    kc = provider.get("kubeconfig", kubeconfig=_unreachable_kubeconfig(tmp_path))
+    assert not isinstance(kc, provider.StartsServices)
+    assert certify._start_services(kc, None, print) == []  # type: ignore[arg-type]
