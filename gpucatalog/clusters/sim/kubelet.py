@@ -9,7 +9,8 @@ cluster's simulated nodes and keeps the pod lifecycle for each pod with a mapped
   from a ``status.podIP`` fieldRef resolves to the alias; ``SIM_POD_IP`` holds the API one); the
   API server reaches the pod through the egress proxy (``egress``), which maps one to the other;
 * has the pod's volumes, ServiceAccount token and each container's mounts and environment
-  built (:mod:`.podspec`);
+  built (:mod:`.podspec`), and keeps its ConfigMap, Secret and projected volumes up to date
+  while it runs (every ``REFRESH_S``, atomically, as a kubelet does);
 * runs init containers in order, then starts each container through ``podexec`` (private
   mount namespace + bind mounts + chroot) with the argv from the image map and the pod's
   command/args;
@@ -43,6 +44,9 @@ from gpucatalog.core import errors, kubeapi
 
 POLL_S = 0.5
 MAX_GRACE_S = 10.0
+# How often a running pod's ConfigMap/Secret/projected volumes are compared with their objects
+# (a kubelet's sync period is about a minute; the sim is quicker so suites need not wait).
+REFRESH_S = 2.0
 
 
 def _now() -> str:
@@ -81,6 +85,8 @@ class PodRun:
     start_time: str = ""
     terminating: bool = False
     reported: str = ""
+    token: str | None = None  # the pod's ServiceAccount token (projected volumes get it again on refresh)
+    next_refresh: float = 0.0
 
     @property
     def place(self) -> podspec.PodPlace:
@@ -126,6 +132,7 @@ class Kubelet:
         run.dir.mkdir(parents=True)
         self.pods[uid] = run
         prep = self.specs.prepare(pod, run.place)
+        run.token, run.next_refresh = prep.token, time.monotonic() + REFRESH_S
         if not self.run_init_containers(pod, run, prep):
             return
         for c in pod.spec.containers:
@@ -226,6 +233,15 @@ class Kubelet:
                 self.spawn(run, cont)
         self.report(run)
 
+    def refresh_volumes(self, pod: Any, run: PodRun) -> None:
+        """Bring the pod's ConfigMap, Secret and projected volumes up to date, every REFRESH_S."""
+        now = time.monotonic()
+        if now < run.next_refresh or run.terminating:
+            return
+        run.next_refresh = now + REFRESH_S
+        for name in self.specs.refresh(pod, run.place, run.token):
+            print(f"{run.namespace}/{run.name}: volume {name} updated", flush=True)
+
     def _state_of(self, cont: Container) -> dict[str, Any]:
         if cont.state == "running":
             return {"running": {"startedAt": cont.started_at}}
@@ -320,6 +336,7 @@ class Kubelet:
                 continue
             if run is not None:
                 self.poll(run)
+                self.refresh_volumes(pod, run)
         for uid in list(self.pods):
             if uid not in seen:  # deleted behind our back (force delete): end its processes
                 run = self.pods.pop(uid)
