@@ -1,12 +1,15 @@
 """The sim kubelet's image map (``data/images.yaml``): which images run as real processes.
 
-Used by the sim kubelet (to build a container's argv) and by ``stages`` (to tell kwok, through a
-jq selector, to leave those pods alone). Matching ignores tag and digest.
+Used by the sim kubelet (to build a container's argv), by ``stages`` (to tell kwok, through a
+jq selector, to leave those pods alone) and by ``SimCluster.start_services`` (to build the
+toolchain binaries a bundle's images run as). Matching ignores tag and digest. An argv element
+``@<tool>`` stands for the pinned toolchain binary ``<tool>``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -15,6 +18,9 @@ from typing import Any
 import yaml
 
 from gpucatalog.core import errors
+from gpucatalog.toolchain import build
+
+TOOL_PREFIX = "@"
 
 
 @dataclass(frozen=True)
@@ -59,13 +65,56 @@ def argv_for(container: dict[str, Any]) -> list[str]:
     command = list(container.get("command") or [])
     args = list(container.get("args") or [])
     if not command:
-        return [*entry.entrypoint, *args]
+        return [*_tools(entry.entrypoint, entry), *args]
     prefix = entry.commands.get(command[0]) or entry.commands.get(command[0].rsplit("/", 1)[-1])
     if prefix is None:
         raise errors.NotFoundError(
             f"executable {command[0]!r} not found in image {entry.image}", expected=", ".join(entry.commands)
         )
-    return [*prefix, *command[1:], *args]
+    return [*_tools(prefix, entry), *command[1:], *args]
+
+
+def _tools(prefix: tuple[str, ...] | list[str], entry: ImageEntry) -> list[str]:
+    """``prefix`` with each ``@tool`` replaced by the cached toolchain binary (never built here:
+    the kubelet must not stall for a build; ``start_services`` builds them before install)."""
+    out = []
+    for part in prefix:
+        if part.startswith(TOOL_PREFIX):
+            tool = part[len(TOOL_PREFIX):]
+            path = build.cached(tool)
+            if path is None:
+                raise errors.NotFoundError(
+                    f"image {entry.image} runs as toolchain binary {tool!r}, which is not built",
+                    expected="`catalog toolchain ensure` (or a certification run, which builds it first)")
+            part = str(path)
+        out.append(part)
+    return out
+
+
+def pod_images(objects: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Container images of the pods and pod templates among rendered ``objects``."""
+    refs: set[str] = set()
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        pod = spec if obj.get("kind") == "Pod" else ((spec.get("template") or {}).get("spec") or {})
+        if obj.get("kind") == "CronJob":
+            pod = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+            if c.get("image"):
+                refs.add(str(c["image"]))
+    return sorted(refs)
+
+
+def tools_for(image_refs: Iterable[str]) -> list[str]:
+    """The toolchain binaries the mapped images among ``image_refs`` run as."""
+    tools: set[str] = set()
+    for ref in image_refs:
+        entry = lookup(ref)
+        if entry is None:
+            continue
+        for argv in (entry.entrypoint, *entry.commands.values()):
+            tools.update(p[len(TOOL_PREFIX):] for p in argv if p.startswith(TOOL_PREFIX))
+    return sorted(tools)
 
 
 def kwok_exclusion_jq() -> str:
