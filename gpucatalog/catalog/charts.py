@@ -6,6 +6,11 @@ from a pinned Go module (``spec.crds``) is first assembled with them (``modulecr
 cache (``$CATALOG_CHART_CACHE``, default ``~/.cache/gpu-catalog/charts``, filled by
 ``catalog mirror``) as ``<name>-<version>.tgz``; its sha256 must equal the pinned digest, or the
 chart is refused. Called by ``catalog.render``.
+
+A local chart stays inside the repository: its path, and every file and folder in it after
+following symlinks, must resolve under the repository root. Helm follows symlinks in a chart
+folder (``.Files.Get`` included), so a link to ``/etc`` would put host files into rendered
+manifests, and into the digest that certification signs.
 """
 
 from __future__ import annotations
@@ -14,14 +19,13 @@ import hashlib
 import json
 import os
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpucatalog.catalog import model, modulecrds
-from gpucatalog.core import errors
+from gpucatalog.core import errors, yamlfile
 
 
 @dataclass(frozen=True)
@@ -49,39 +53,97 @@ def sha256_file(path: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def tree_digest(root: Path) -> str:
-    """Digest of a folder: relative paths and contents of every file, in sorted order."""
+def inside(path: Path, root: Path) -> bool:
+    """``path`` is ``root`` or below it (both already resolved)."""
+    return path == root or root in path.parents
+
+
+def chart_files(chart: Path, repo_root: Path, source: str) -> Iterator[tuple[str, Path]]:
+    """(path relative to the chart, real path) of every file helm would read, in sorted order,
+    following symlinks as helm does; a link (or the chart itself) leading out of ``repo_root`` is
+    refused, naming the link and where it points."""
+    root = repo_root.resolve()
+
+    def refuse(link: Path, target: Path) -> errors.InputError:
+        return errors.InputError(
+            f"{link} resolves to {target}, outside the repository {root}; a chart may only use files "
+            "of this repository", path=source, field="spec.chart.path")
+
+    def walk(folder: Path, rel: str, seen: frozenset[Path]) -> Iterator[tuple[str, Path]]:
+        for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+            if entry.name == "__pycache__":
+                continue
+            real = entry.resolve()
+            if not inside(real, root):
+                raise refuse(entry, real)
+            name = f"{rel}{entry.name}"
+            if real.is_dir():
+                if real in seen:
+                    raise errors.InputError(f"{entry} is a symlink loop", path=source, field="spec.chart.path")
+                yield from walk(entry, name + "/", seen | {real})
+            elif real.is_file():
+                yield name, real
+
+    real_chart = chart.resolve()
+    if not inside(real_chart, root):
+        raise refuse(chart, real_chart)
+    yield from walk(chart, "", frozenset({real_chart}))
+
+
+def tree_digest(root: Path, repo_root: Path | None = None, source: str = "") -> str:
+    """Digest of a chart folder: relative paths and contents of every file, in sorted order."""
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            h.update(p.relative_to(root).as_posix().encode() + b"\0")
-            h.update(sha256_file(p).encode() + b"\n")
+    for rel, real in chart_files(root, repo_root or root, source or str(root)):
+        h.update(rel.encode() + b"\0")
+        h.update(sha256_file(real).encode() + b"\n")
     return "sha256:" + h.hexdigest()
+
+
+def _json_file(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(yamlfile.decode(yamlfile.read_bytes(path), path))
+    except json.JSONDecodeError as exc:
+        raise errors.InputError(f"not JSON: {exc.msg}", path=str(path), line=exc.lineno) from exc
+    if not isinstance(data, dict):
+        raise errors.InputError("not a JSON object", path=str(path), expected="a JSON Schema")
+    return data
+
+
+def _yaml_map(path: Path) -> dict[str, Any]:
+    data = yamlfile.load_data(path) if path.is_file() else None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise errors.InputError("not a YAML mapping", path=str(path))
+    return data
 
 
 def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
     src = cv.chart
     if src.path is not None:
         d = cat.repo_root / src.path
+        # Checked before anything in it is read: the walk refuses links out of the repository.
+        digest = tree_digest(d, cat.repo_root, str(cv.source_file)) if d.is_dir() else ""
         if not (d / "Chart.yaml").is_file():
             raise errors.NotFoundError(
                 f"chart folder {src.path!r} has no Chart.yaml", path=str(cv.source_file), field="spec.chart.path"
             )
-        schema_file = d / "values.schema.json"
-        schema = json.loads(schema_file.read_text()) if schema_file.is_file() else None
-        meta = yaml.safe_load((d / "Chart.yaml").read_text()) or {}
-        defaults_file = d / "values.yaml"
-        defaults = yaml.safe_load(defaults_file.read_text()) if defaults_file.is_file() else None
+        meta = _yaml_map(d / "Chart.yaml")
+        ref = d.resolve()
         if cv.crds is not None:
-            # The chart plus CRDs from the pinned Go module (checked against their pinned digest).
-            d = modulecrds.assemble(d, tree_digest(d), cv.crds, cv.source_file)
+            # The chart plus CRDs from the pinned Go module (checked against their pinned digest),
+            # assembled in the cache; its digest covers both.
+            ref = modulecrds.assemble(ref, digest, cv.crds, cv.source_file)
+            digest = tree_digest(ref)
         return ResolvedChart(
-            ref=str(d),
-            digest=tree_digest(d),
+            ref=str(ref),
+            digest=digest,
             source=src.path,
-            values_schema=schema,
+            values_schema=_json_file(d / "values.schema.json"),
             chart_version=str(meta.get("version", "")),
-            default_values=defaults or {},
+            default_values=_yaml_map(d / "values.yaml"),
         )
     assert src.url and src.version and src.digest  # guaranteed by the schema
     if cv.crds is not None:
@@ -106,13 +168,19 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
         )
     schema_text = _read_in_tgz(tgz, "values.schema.json")
     defaults_text = _read_in_tgz(tgz, "values.yaml")
+    where = Path(f"{tgz}!values.yaml")
+    try:
+        schema = json.loads(schema_text) if schema_text else None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise errors.InputError("values.schema.json in the chart archive is not JSON", path=str(tgz)) from exc
+    defaults = yamlfile.parse_data(yamlfile.decode(defaults_text, where), where) if defaults_text else None
     return ResolvedChart(
         ref=str(tgz),
         digest=actual,
         source=f"{src.url}:{src.version}",
-        values_schema=json.loads(schema_text) if schema_text else None,
+        values_schema=schema,
         chart_version=src.version,
-        default_values=(yaml.safe_load(defaults_text) if defaults_text else None) or {},
+        default_values=defaults if isinstance(defaults, dict) else {},
     )
 
 

@@ -3,12 +3,18 @@ bundle's order, waiting for readiness. Called by ``catalog install/uninstall`` a
 
 A component is installed from its chart with exactly the values the render used, so the release
 matches the rendered digest. A component with a kustomize overlay is installed from its rendered
-manifests (wrapped as a one-template chart), because Helm cannot apply the overlay itself.
+manifests (wrapped as a one-template chart), because Helm cannot apply the overlay itself. Each
+release's description says what vouched for it (a channel's certificate, or --allow-uncertified).
+
+``target`` checks the cluster before anything is applied: the kubeconfig must exist, parse,
+name a server, and that server must answer. Otherwise it is bad input (exit 2); helm and the
+Kubernetes client would otherwise fall back to ``localhost:8080`` for an empty file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,7 +26,7 @@ import pyhelm3
 import pyhelm3.errors
 
 from gpucatalog.catalog import readiness, render
-from gpucatalog.core import errors
+from gpucatalog.core import errors, kubeapi
 from gpucatalog.toolchain import build
 
 Progress = Callable[[str], None]
@@ -33,6 +39,53 @@ class Installed:
     namespace: str
     revision: int
     seconds: float
+
+
+def kubeconfig_path(given: Path | None) -> Path:
+    """--kubeconfig, else the first file of $KUBECONFIG, else ~/.kube/config; it must exist."""
+    if given is not None:
+        path, source = given.expanduser(), "--kubeconfig"
+    elif os.environ.get("KUBECONFIG", "").strip():
+        path, source = Path(os.environ["KUBECONFIG"].split(os.pathsep)[0]).expanduser(), "$KUBECONFIG"
+    else:
+        path, source = Path.home() / ".kube" / "config", "~/.kube/config (no --kubeconfig or $KUBECONFIG)"
+    if not path.is_file():
+        raise errors.NotFoundError(f"kubeconfig not found: {path}", field=source,
+                                   expected="a kubeconfig file of the target cluster")
+    return path
+
+
+def target(given: Path | None, timeout_s: float = 10) -> tuple[Path, str]:
+    """(kubeconfig, API server URL) of a cluster that answers; InputError (exit 2) naming what is
+    wrong with the kubeconfig otherwise."""
+    import urllib3.exceptions
+    import yaml
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config import ConfigException
+
+    path = kubeconfig_path(given)
+    if not path.read_bytes().strip():
+        raise errors.InputError("kubeconfig is empty; refusing to fall back to localhost:8080", path=str(path),
+                                field="--kubeconfig")
+    try:
+        api = kubeapi.client_for(path, retries=0)
+    except (ConfigException, yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+        raise errors.InputError(f"not a usable kubeconfig: {str(exc).splitlines()[0][:200]}", path=str(path),
+                                field="--kubeconfig") from exc
+    host = str(api.configuration.host or "")
+    if not host or host.rstrip("/") in ("http://localhost", "http://localhost:8080"):
+        raise errors.InputError(f"kubeconfig names no API server (would use {host or 'nothing'})", path=str(path),
+                                field="--kubeconfig")
+    try:
+        client.VersionApi(api).get_code(_request_timeout=timeout_s)
+    except ApiException as exc:
+        raise errors.InputError(f"API server {host} refused the kubeconfig's credentials: HTTP {exc.status} {exc.reason}",
+                                path=str(path), field="--kubeconfig") from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise errors.InputError(f"API server {host} is unreachable: {str(exc).splitlines()[0][:200]}",
+                                path=str(path), field="--kubeconfig") from exc
+    return path, host
 
 
 def _client(kubeconfig: Path | None) -> pyhelm3.Client:
@@ -51,7 +104,8 @@ def _wrap_rendered(comp: render.RenderedComponent, tmp: Path) -> Path:
 
 
 async def _install(
-    rb: render.RenderedBundle, kubeconfig: Path | None, timeout_s: int, say: Progress, gates: bool
+    rb: render.RenderedBundle, kubeconfig: Path | None, timeout_s: int, say: Progress, gates: bool,
+    description: str | None,
 ) -> list[Installed]:
     client = _client(kubeconfig)
     done: list[Installed] = []
@@ -71,6 +125,7 @@ async def _install(
                     create_namespace=True,
                     wait=True,
                     timeout=f"{timeout_s}s",
+                    description=description,
                 )
             except pyhelm3.errors.Error as exc:
                 raise errors.CheckFailed(
@@ -91,10 +146,12 @@ def install(
     timeout_s: int = 300,
     progress: Progress | None = None,
     gates: bool = True,
+    description: str | None = None,
 ) -> list[Installed]:
     """Install (or upgrade: re-running is idempotent) every component in order. With ``gates``,
-    a component with a readiness gate must report ready before the next one starts."""
-    return asyncio.run(_install(rb, kubeconfig, timeout_s, progress or (lambda _m: None), gates))
+    a component with a readiness gate must report ready before the next one starts.
+    ``description`` is recorded on every release (``helm history`` shows it)."""
+    return asyncio.run(_install(rb, kubeconfig, timeout_s, progress or (lambda _m: None), gates, description))
 
 
 async def _uninstall(rb: render.RenderedBundle, kubeconfig: Path | None, say: Progress) -> list[str]:

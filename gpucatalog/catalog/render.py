@@ -4,6 +4,12 @@ overlay) -> one folder per component and ``bundle.lock.json``.
 Same inputs give byte-identical output and the same digest; the digest is the bundle's identity
 for evidence and promotion. Called by ``catalog render/validate/diff/certify/install``.
 
+``--out`` never deletes what it did not write: a render folder carries a marker file
+(:data:`MARKER`) listing the digest of every file written; only such a folder is replaced, and
+only when its files are still the ones listed (``force`` discards edits made since). The
+filesystem root, the repository, the catalog, any folder holding the catalog, and a git work
+tree are refused outright, whatever the marker says.
+
 Rendering uses the helm binary directly (``helm template --kube-version``) because pyhelm3's
 ``template_resources`` cannot pass ``--kube-version``; installs go through pyhelm3.
 """
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -30,6 +37,7 @@ LOCK_FILE = "bundle.lock.json"
 # line wrapping the digests were made with.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MANIFESTS = "manifests.yaml"
+MARKER = ".catalog-render.json"  # written last by ``_write``; lists every file it wrote
 
 
 @dataclass
@@ -131,7 +139,7 @@ def render_bundle(
     plan = resolve.plan(cat, ref, profile)
     b = plan.bundle
     if out_dir is not None:
-        _check_out_dir(out_dir, force)
+        _check_out_dir(out_dir, force, cat)
     comps: list[RenderedComponent] = []
     lock_comps: list[dict[str, Any]] = []
     for step in plan.steps:
@@ -207,15 +215,64 @@ def render_bundle(
     return rb
 
 
-def _check_out_dir(out_dir: Path, force: bool) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
+def _refusal(real: Path, cat: model.Catalog) -> str:
+    """Why ``real`` (a resolved --out path) may never be a render folder, or ''."""
+    catalog_root, repo_root = cat.root.resolve(), cat.repo_root.resolve()
+    if real == Path(real.anchor):
+        return "is the filesystem root"
+    if real == repo_root:
+        return "is the repository root"
+    if real == catalog_root or real in catalog_root.parents:
+        return f"holds the catalog {catalog_root}"
+    if catalog_root in real.parents:
+        return f"is inside the catalog {catalog_root}"
+    if (real / ".git").exists():
+        return "is a git work tree"
+    return ""
+
+
+def _file_digests(folder: Path) -> dict[str, str]:
+    """relative path -> sha256 of every file below ``folder`` (symlinks listed, never followed)."""
+    out: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
+            p = Path(dirpath) / name
+            rel = p.relative_to(folder).as_posix()
+            out[rel] = "symlink" if p.is_symlink() else charts.sha256_file(p)
+    return out
+
+
+def _check_out_dir(out_dir: Path, force: bool, cat: model.Catalog) -> None:
+    real = out_dir.resolve()
+    why = _refusal(real, cat)
+    if why:
+        raise errors.ConflictError(f"refusing to render into {real}: it {why}", path=str(out_dir), field="--out",
+                                   expected="a new or empty folder, or a previous render")
+    if not real.exists():
+        return
+    if not real.is_dir():
         raise errors.ConflictError("output path exists and is not a folder", path=str(out_dir), field="--out")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / LOCK_FILE).is_file() and not force:
+    if not any(real.iterdir()):
+        return
+    marker = real / MARKER
+    try:
+        written = json.loads(marker.read_text())["files"]
+        if not isinstance(written, dict):
+            raise TypeError("files is not a mapping")
+    except (OSError, ValueError, KeyError, TypeError):
         raise errors.ConflictError(
-            "output folder exists and is not a previous render; refusing to overwrite (use --force)",
-            path=str(out_dir),
-            field="--out",
-        )
+            f"output folder is not empty and was not written by `catalog render` (no valid {MARKER}); "
+            "refusing to replace it: choose a new or empty folder, or remove this one yourself",
+            path=str(out_dir), field="--out") from None
+    present = _file_digests(real)
+    present.pop(MARKER, None)
+    changed = sorted(k for k in present.keys() | written.keys() if present.get(k) != written.get(k))
+    if changed and not force:
+        raise errors.ConflictError(
+            f"previous render was changed since it was written ({', '.join(changed[:5])}"
+            + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+            + "); refusing to replace it (use --force to discard those changes)",
+            path=str(out_dir), field="--out")
 
 
 def _write(rb: RenderedBundle, out_dir: Path) -> None:
@@ -228,6 +285,10 @@ def _write(rb: RenderedBundle, out_dir: Path) -> None:
             (tmp / c.name).mkdir()
             (tmp / c.name / MANIFESTS).write_text(c.manifest_text)
         (tmp / LOCK_FILE).write_text(json.dumps(rb.lock, indent=2, sort_keys=True) + "\n")
+        marker = {"writtenBy": "catalog render", "bundle": rb.ref, "profile": rb.profile, "digest": rb.digest,
+                  "files": _file_digests(tmp)}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+        tmp.chmod(0o755)
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old-{tmp.name[-8:]}")
             out_dir.rename(old)

@@ -32,8 +32,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
     p.add_argument("--profile", required=True, help="target cluster profile, e.g. sim or kind")
-    p.add_argument("--out", required=True, type=Path, help="output folder (replaced if it holds a previous render)")
-    p.add_argument("--force", action="store_true", help="overwrite a folder that is not a previous render")
+    p.add_argument("--out", required=True, type=Path,
+                   help="output folder: new, empty, or a previous render (which is replaced); any other folder is refused")
+    p.add_argument("--force", action="store_true",
+                   help="replace a previous render even if its files were edited since (never a folder render did not write)")
     p.add_argument("--json", action="store_true", help="print the lock as JSON")
     p.set_defaults(func=cmd_render)
 

@@ -67,11 +67,12 @@ def _table(o: certify.Outcome) -> None:
         t.add_column(col)
     for s in o.suites:
         for c in s.cases:
-            mark = {"passed": "[green]✔ passed[/]", "skipped": "[yellow]– skipped[/]"}.get(c.result, f"[red]✖ {c.result}[/]")
+            mark = {"passed": "[green]✔ passed[/]", "skipped": "[yellow]– not run[/]"}.get(c.result, f"[red]✖ {c.result}[/]")
             t.add_row(s.name, c.name, mark, f"{c.seconds:.1f}", c.reason[:160])
     console.print(t)
-    verdict = "PASSED" if o.passed else "FAILED"
-    print(f"{verdict} in {o.finished - o.started:.0f}s")
+    verdict = o.result.upper()
+    note = " (a required case was not run: incomplete is not passed)" if o.result == "incomplete" else ""
+    print(f"{verdict} in {o.finished - o.started:.0f}s{note}")
     if o.paths:
         print(f"evidence: {o.paths.envelope}")
         print(f"report: {o.paths.report}")

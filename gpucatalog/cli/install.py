@@ -1,5 +1,10 @@
 """``catalog install`` / ``catalog uninstall``: install the newest promoted version of a bundle
-(or a given one) into a cluster; refuse an uncertified version unless told."""
+(or a given one) into a cluster; refuse an uncertified version unless told.
+
+Before anything is applied: the cluster must answer (exit 2 otherwise), and the fresh render must
+be what the channel certified for this profile, with evidence that verifies against the
+repository's trust file (``pipelines.certified``; exit 1 naming each difference otherwise).
+``--allow-uncertified`` is the one way round; each release's description then says so."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from pathlib import Path
 from gpucatalog.catalog import install, render, resolve
 from gpucatalog.cli import common
 from gpucatalog.core import errors
-from gpucatalog.pipelines import channels
+from gpucatalog.pipelines import certified, channels, promote
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +30,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _common_args(p)
     p.add_argument("--channel", default="stable", help="channel to install from (default: stable)")
-    p.add_argument("--allow-uncertified", action="store_true", help="install a version that is not in the channel")
+    p.add_argument("--allow-uncertified", action="store_true",
+                   help="install even what the channel did not certify (recorded in each release's description)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--timeout", type=int, default=300, help="seconds to wait for each component (default 300)")
     p.add_argument(
@@ -68,21 +74,40 @@ def _version(args: argparse.Namespace, cat_root: Path) -> str:
     return f"{name}@{version}"
 
 
+def _vouch(args: argparse.Namespace, cat_root: Path, rb: render.RenderedBundle) -> str:
+    """The release description: the channel's certificate, or why this install is uncertified
+    (only with --allow-uncertified; otherwise the CheckFailed stops the install)."""
+    try:
+        cert = certified.verify(cat_root, args.channel, rb.bundle, rb.version, args.profile, rb.digest)
+    except errors.CheckFailed as exc:
+        if not args.allow_uncertified:
+            raise
+        reasons = "; ".join([exc.summary, *(f.message for f in exc.findings)])
+        print(f"warning: installing UNCERTIFIED {rb.ref} ({args.profile}): {reasons}", file=sys.stderr)
+        return (f"gpu-catalog: UNCERTIFIED {rb.ref} profile {args.profile} digest {rb.digest}, installed with "
+                f"--allow-uncertified by {promote.default_promoter()}: {reasons}")[:1000]
+    print(f"certified: {cert.describe()}", file=sys.stderr)
+    return cert.describe()
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     cat = common.load(args)
+    kubeconfig = None if args.dry_run else install.target(args.kubeconfig)[0]  # bad cluster: exit 2 first
     ref = _version(args, cat.root)
     with common.progress(f"rendering {ref}"):
         rb = render.render_bundle(cat, ref, args.profile)
+    description = _vouch(args, cat.root, rb)
     if args.dry_run:
         print("\n".join(install.plan_lines(rb)))
+        print(description)
         return 0
-    kubeconfig = _kubeconfig(args)
     done = install.install(
         rb,
         kubeconfig,
         timeout_s=args.timeout,
         progress=lambda m: print(m, file=sys.stderr),
         gates=not args.no_readiness_gate,
+        description=description,
     )
     for d in done:
         print(f"{d.component:18} release {d.release} in {d.namespace}, revision {d.revision} ({d.seconds:.1f}s)")
@@ -92,15 +117,8 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
     cat = common.load(args)
+    kubeconfig = install.target(args.kubeconfig)[0]
     rb = render.render_bundle(cat, args.bundle, args.profile)
-    removed = install.uninstall(rb, _kubeconfig(args), progress=lambda m: print(m, file=sys.stderr))
+    removed = install.uninstall(rb, kubeconfig, progress=lambda m: print(m, file=sys.stderr))
     print(f"uninstalled {rb.ref}: {', '.join(removed) or 'nothing was installed'}")
     return 0
-
-
-def _kubeconfig(args: argparse.Namespace) -> Path | None:
-    if args.kubeconfig is None:
-        return None
-    if not args.kubeconfig.expanduser().is_file():
-        raise errors.NotFoundError(f"kubeconfig not found: {args.kubeconfig}", field="--kubeconfig")
-    return Path(args.kubeconfig.expanduser())

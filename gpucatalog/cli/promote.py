@@ -1,7 +1,9 @@
 """``catalog promote BUNDLE@VERSION --to CHANNEL --evidence PATH...``: the promotion gate.
 
 Renders the bundle version afresh (so evidence for an edited bundle no longer matches), then
-hands everything to ``gpucatalog.pipelines.promote``.
+hands everything to ``gpucatalog.pipelines.promote``, which judges by the catalog folder's own
+policy and trust file. ``--policy``/``--trust-file`` exist only with ``--dry-run`` (what would
+this policy or these keys say?), which writes nothing.
 """
 
 from __future__ import annotations
@@ -55,19 +57,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Append BUNDLE@VERSION to a channel only if its signed evidence is trusted for that "
         "channel, matches a fresh render, passed every suite and profile the channel's policy "
         "requires, and the version is already in the policy's source channel. Otherwise exit 1 "
-        "listing every unmet requirement; the channel file is left byte-identical.",
+        "listing every unmet requirement; the channel file is left byte-identical. The policy and the "
+        "trust file are always the catalog folder's own (CATALOG_DIR/channels/policy.yaml, "
+        "CATALOG_DIR/trust.yaml); the entry records the digest of both.",
         epilog="examples:\n"
         "  catalog promote gpu-scheduling@0.1.0 --to candidate --evidence out/evidence\n"
         "  catalog promote gpu-scheduling@0.1.0 --to stable --evidence out/evidence out/evidence-kind/evidence.dsse.json\n"
-        "  catalog promote gpu-scheduling --to candidate --evidence out/evidence   # version from the evidence",
+        "  catalog promote gpu-scheduling --to candidate --evidence out/evidence   # version from the evidence\n"
+        "  catalog promote gpu-scheduling@0.1.0 --to stable --evidence ev --dry-run --policy new-policy.yaml",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("ref", metavar="BUNDLE[@VERSION]", help="without a version: the version the evidence names")
     p.add_argument("--to", required=True, dest="channel", metavar="CHANNEL", help="target channel, e.g. candidate, stable")
     p.add_argument("--evidence", nargs="+", type=Path, required=True, metavar="PATH",
                    help="evidence folders (from certify) or evidence.dsse.json files, one per required profile")
-    p.add_argument("--trust-file", type=Path, help="default: CATALOG_DIR/trust.yaml")
-    p.add_argument("--policy", type=Path, help="default: CATALOG_DIR/channels/policy.yaml")
+    p.add_argument("--dry-run", action="store_true", help="check everything, print the entry, write nothing")
+    p.add_argument("--trust-file", type=Path, help="only with --dry-run: judge by this trust file instead of CATALOG_DIR/trust.yaml")
+    p.add_argument("--policy", type=Path, help="only with --dry-run: judge by this policy instead of CATALOG_DIR/channels/policy.yaml")
     p.add_argument("--promoted-by", help="recorded in the channel (default: $CATALOG_PROMOTED_BY or user@host)")
     p.set_defaults(func=run)
 
@@ -97,13 +103,21 @@ def run(args: argparse.Namespace) -> int:
     if not version:
         version = version_from_evidence(bundle, args.evidence)
     cat = catalog_dir(args)
-    channels_dir = cat / "channels"
-    pol = policy.load(args.policy or channels_dir / "policy.yaml")
+    if (args.policy or args.trust_file) and not args.dry_run:
+        raise errors.InputError(
+            "--policy and --trust-file are allowed only with --dry-run: a promotion is judged by the catalog's "
+            f"own {cat / promote.POLICY} and {cat / promote.TRUST}", field="--policy/--trust-file")
+    pol = policy.load(args.policy) if args.policy else promote.repository_root(cat).policy
     pol.channel(args.channel)  # unknown channel: exit 2 before rendering anything
-    tf = trust.load(args.trust_file or cat / "trust.yaml")
+    tf = trust.load(args.trust_file) if args.trust_file else None
     fresh, suites = fresh_render(cat, bundle, version)
-    entry = promote.promote(bundle, version, args.channel, args.evidence, fresh, channels_dir=channels_dir,
-                            policy_file=pol, trust_file=tf, bundle_suites=suites, promoted_by=args.promoted_by)
+    entry = promote.promote(bundle, version, args.channel, args.evidence, fresh, catalog_dir=cat,
+                            bundle_suites=suites, promoted_by=args.promoted_by, dry_run=args.dry_run,
+                            policy_file=pol if args.policy else None, trust_file=tf)
+    if args.dry_run:
+        print(f"dry run: {bundle}@{version} would be promoted to {args.channel} (nothing written):")
+        print(json.dumps(entry, indent=2))
+        return 0
     print(f"promoted {bundle}@{version} to {args.channel}: digest {entry['digest']}, "
           f"evidence {entry['evidenceDigest']}, by {entry['promotedBy']} at {entry['promotedAt']}")
     return 0

@@ -49,8 +49,13 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def result(self) -> str:
+        """passed, failed, or incomplete (a case was not run): only passed exits 0."""
+        return evidence.overall_verdict([{"result": s.result} for s in self.suites])
+
+    @property
     def passed(self) -> bool:
-        return bool(self.suites) and all(s.result == "passed" for s in self.suites)
+        return self.result == "passed"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,7 +63,7 @@ class Outcome:
             "version": self.rendered.version,
             "profile": self.rendered.profile,
             "digest": self.rendered.digest,
-            "result": "passed" if self.passed else "failed",
+            "result": self.result,
             "cluster": self.cluster,
             "suites": [s.to_dict() for s in self.suites],
             "seconds": round(self.finished - self.started, 3),
@@ -161,6 +166,10 @@ def run(cat: model.Catalog, opts: Options, say: Say) -> Outcome:
     profile = opts.profile or default_profile(kind)
     if not profile:
         raise errors.InputError("--profile is required with --cluster kubeconfig=PATH", field="--profile")
+    if opts.evidence_dir is not None and opts.evidence_dir.exists() and not opts.evidence_dir.is_dir():
+        # checked before any work: the evidence of a long run must have somewhere to go
+        raise errors.InputError("evidence path exists and is not a folder", path=str(opts.evidence_dir),
+                                field="--evidence", expected="a new or existing folder")
     key_path = _signing_key(opts, say) if opts.evidence_dir else None
     say(f"rendering {opts.bundle} for profile {profile}")
     rb = render.render_bundle(cat, opts.bundle, profile)

@@ -3,14 +3,24 @@
 ``catalog/channels/<name>.yaml``, written only by ``promote`` through ``append``: the folder is
 locked (``flock`` on the directory, so no lock file litters the catalog), the file re-read, the
 caller's checks run against what is there *now*, and the new entry appended by writing a temp
-file, fsync, rename and fsync of the folder. Earlier bytes are kept verbatim, so an append never
-rewrites history. Two concurrent promotions serialize on the lock and neither loses its entry.
-Read by ``catalog install`` (``load``, ``latest``).
+file, fsync, rename and fsync of the folder. Two concurrent promotions serialize on the lock and
+neither loses its entry. Read by ``catalog install`` (``load``) and ``pipelines.certified``.
+
+Append-only in fact: the file is read strictly (a second ``entries:`` key, which YAML would let
+silently replace the first list, is refused), and whatever is written must parse back to exactly
+the entries read plus the new one. The new entry is appended to the earlier bytes, kept
+verbatim; when the file's layout does not allow that (``entries`` not last, a flow list, a
+document end marker) the file is re-serialised from its entries, again only if that round-trips.
+
+The evidence each entry names is kept beside the channels, content-addressed
+(``evidence/<sha256>.dsse.json``), so ``install`` can verify an entry's signature against the
+repository's trust file without the CI artifact that produced it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -24,9 +34,12 @@ import yaml
 from gpucatalog.core import errors, yamlfile
 
 DIGEST = "^sha256:[0-9a-f]{64}$"
+EVIDENCE_DIR = "evidence"  # beside the channel files: <sha256 hex>.dsse.json
+MAX_CHANNEL_BYTES = 16 << 20
 ENTRY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["bundle", "version", "digest", "promotedAt", "promotedBy", "evidenceDigest"],
+    "required": ["bundle", "version", "digest", "promotedAt", "promotedBy", "evidenceDigest", "evidence",
+                 "policyDigest", "trustDigest"],
     "additionalProperties": False,
     "properties": {
         "bundle": {"type": "string", "minLength": 1},
@@ -35,15 +48,19 @@ ENTRY_SCHEMA: dict[str, Any] = {
         "promotedAt": {"type": "string", "minLength": 1},
         "promotedBy": {"type": "string", "minLength": 1},
         "evidenceDigest": {"type": "string", "pattern": DIGEST},
+        # sha256 of the policy and trust files (bytes) of the repository that admitted the entry
+        "policyDigest": {"type": "string", "pattern": DIGEST},
+        "trustDigest": {"type": "string", "pattern": DIGEST},
         # One item per required profile (the first is repeated in digest/evidenceDigest).
         "evidence": {
             "type": "array",
+            "minItems": 1,
             "items": {
                 "type": "object",
                 "required": ["profile", "digest", "evidenceDigest", "signer"],
                 "additionalProperties": False,
                 "properties": {
-                    "profile": {"type": "string"},
+                    "profile": {"type": "string", "minLength": 1},
                     "digest": {"type": "string", "pattern": DIGEST},
                     "evidenceDigest": {"type": "string", "pattern": DIGEST},
                     "signer": {"type": "string"},
@@ -86,15 +103,14 @@ def path_of(channels_dir: Path, name: str) -> Path:
 def load(channels_dir: Path, name: str) -> Channel:
     """The channel's current entries; an absent file is an empty channel (nothing promoted yet)."""
     path = path_of(channels_dir, name)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    if path.is_symlink():
+        # promote replaces the file by rename: a link would be silently cut, or point elsewhere
+        raise errors.InputError("channel file is a symlink; channel files are written only by `catalog promote`",
+                                path=str(path))
+    if not path.exists():
         return Channel(name, path, (), b"")
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError as exc:
-        raise errors.InputError("channel file is not UTF-8 text", path=str(path)) from exc
-    doc = yamlfile.parse_one(text, path, SCHEMA)
+    raw = yamlfile.read_bytes(path, MAX_CHANNEL_BYTES, what="channel file")
+    doc = yamlfile.parse_one(yamlfile.decode(raw, path), path, SCHEMA)
     if doc["channel"] != name:
         raise errors.SchemaError(f"file names channel {doc['channel']!r}", path=str(path),
                                         field="channel", expected=name)
@@ -113,13 +129,45 @@ def locked(channels_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _render(ch: Channel, entry: dict[str, Any]) -> bytes:
-    item = yaml.safe_dump([entry], sort_keys=False, default_flow_style=False).encode()
-    if not ch.raw or not ch.entries:
-        doc = {"apiVersion": yamlfile.API_VERSION, "kind": "Channel", "channel": ch.name, "entries": []}
-        head = yaml.safe_dump(doc, sort_keys=False).replace("entries: []\n", "entries:\n").encode()
-        return head + item
-    return (ch.raw if ch.raw.endswith(b"\n") else ch.raw + b"\n") + item
+def _fresh(ch: Channel, entries: list[dict[str, Any]]) -> bytes:
+    """The whole file serialised from its entries (used when appending bytes is not possible)."""
+    doc = {"apiVersion": yamlfile.API_VERSION, "kind": "Channel", "channel": ch.name, "entries": []}
+    head = yaml.safe_dump(doc, sort_keys=False).replace("entries: []\n", "entries:\n").encode()
+    return head + yaml.safe_dump(entries, sort_keys=False, default_flow_style=False).encode()
+
+
+def _candidates(ch: Channel, entry: dict[str, Any]) -> list[bytes]:
+    """What to write, best first: the earlier bytes verbatim plus the new item, then a fresh file."""
+    out = []
+    if ch.raw and ch.entries:
+        item = yaml.safe_dump([entry], sort_keys=False, default_flow_style=False).encode()
+        out.append((ch.raw if ch.raw.endswith(b"\n") else ch.raw + b"\n") + item)
+    out.append(_fresh(ch, [*ch.entries, entry]))
+    return out
+
+
+def _round_trips(ch: Channel, data: bytes, want: list[dict[str, Any]]) -> bool:
+    try:
+        doc = yamlfile.parse_one(data.decode(), ch.path, SCHEMA)
+    except errors.InputError:
+        return False
+    return bool(doc["entries"] == want and doc["channel"] == ch.name)
+
+
+def store_evidence(channels_dir: Path, envelope: bytes) -> str:
+    """Keep an evidence envelope beside the channels, named by its sha256; returns the digest."""
+    hexd = hashlib.sha256(envelope).hexdigest()
+    path = channels_dir / EVIDENCE_DIR / f"{hexd}.dsse.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_file() and not path.is_symlink() and path.read_bytes() == envelope:
+        return "sha256:" + hexd
+    _write_atomic(path, envelope)
+    return "sha256:" + hexd
+
+
+def stored_evidence(channels_dir: Path, digest: str) -> Path:
+    """The stored envelope named by ``digest`` (``sha256:<hex>``)."""
+    return channels_dir / EVIDENCE_DIR / f"{digest.removeprefix('sha256:')}.dsse.json"
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -141,18 +189,26 @@ def _write_atomic(path: Path, data: bytes) -> None:
         os.close(dfd)
 
 
-def append(channels_dir: Path, name: str, make_entry: Callable[[Channel], dict[str, Any]]) -> dict[str, Any]:
+def append(
+    channels_dir: Path,
+    name: str,
+    make_entry: Callable[[Channel], dict[str, Any]],
+    evidence: list[bytes] | None = None,
+) -> dict[str, Any]:
     """Under the lock: load the channel, let ``make_entry`` check it (raise to refuse) and build
-    the entry, then append it atomically. Returns the entry written."""
+    the entry, store the ``evidence`` envelopes it names, then append it atomically. Returns the
+    entry written."""
     with locked(channels_dir):
         ch = load(channels_dir, name)
         entry = make_entry(ch)
-        data = _render(ch, entry)
-        # Re-parse what we are about to write: it must be exactly the old entries plus ours.
-        check = yamlfile.parse_one(data.decode(), ch.path, SCHEMA)
-        if check["entries"] != [*ch.entries, entry]:
-            raise errors.InputError("channel file layout does not allow appending; "
-                                           "'entries' must be the last key", path=str(ch.path))
+        want = [*ch.entries, entry]
+        # Whatever is written must parse back to exactly the old entries plus ours.
+        data = next((d for d in _candidates(ch, entry) if _round_trips(ch, d, want)), None)
+        if data is None:
+            raise errors.InputError("channel file cannot be appended to without changing its entries",
+                                    path=str(ch.path), expected="a file written by `catalog promote`")
+        for envelope in evidence or []:
+            store_evidence(channels_dir, envelope)
         _write_atomic(ch.path, data)
         return entry
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from gpucatalog.core import errors
+from gpucatalog.core import errors, yamlfile
 from gpucatalog.pipelines import dsse, junit, keys, report
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -35,6 +35,8 @@ JUNIT = "junit.xml"
 REPORT = "report.html"
 
 _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+# An envelope is a few hundred KiB at most (case details included); more is not evidence.
+MAX_ENVELOPE_BYTES = 16 << 20
 
 
 class SuiteLike(Protocol):
@@ -59,10 +61,9 @@ def _suite_dict(s: SuiteLike | Mapping[str, Any]) -> dict[str, Any]:
     d = dict(s) if isinstance(s, Mapping) else s.to_dict()
     cases = [dict(c) for c in d.get("cases", [])]
     # Recompute the verdict from the cases: a summary that disagrees with its cases is not trusted.
-    failed = any(c.get("result") == "failed" for c in cases) or not cases
     return {
         "name": d["name"],
-        "result": "failed" if failed else "passed",
+        "result": suite_verdict(cases),
         "seconds": d.get("seconds", 0.0),
         "started": d.get("started", 0.0),
         "cases": [
@@ -76,6 +77,21 @@ def _suite_dict(s: SuiteLike | Mapping[str, Any]) -> dict[str, Any]:
             for c in cases
         ],
     }
+
+
+def suite_verdict(cases: Sequence[Mapping[str, Any]]) -> str:
+    """passed / failed / incomplete from a suite's cases (a case not run is not a pass)."""
+    results = [str(c.get("result")) for c in cases]
+    if not results or "failed" in results:
+        return "failed"
+    return "incomplete" if any(r != "passed" for r in results) else "passed"
+
+
+def overall_verdict(suites: Sequence[Mapping[str, Any]]) -> str:
+    results = [str(s.get("result")) for s in suites]
+    if not results or "failed" in results:
+        return "failed"
+    return "incomplete" if any(r != "passed" for r in results) else "passed"
 
 
 def digest_hex(digest: str) -> str:
@@ -99,7 +115,7 @@ def build_statement(
 ) -> dict[str, Any]:
     """The unsigned in-toto Statement v1 for one certification run."""
     suite_dicts = [_suite_dict(s) for s in suites]
-    overall = "passed" if suite_dicts and all(s["result"] == "passed" for s in suite_dicts) else "failed"
+    overall = overall_verdict(suite_dicts)
     return {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": f"{bundle}@{version}", "digest": {"sha256": digest_hex(digest)}}],
@@ -150,18 +166,22 @@ def envelope_path(path: Path) -> Path:
 
 def load(path: Path) -> tuple[dict[str, Any], str]:
     """Read an envelope (or an evidence folder); returns it with the sha256 of its bytes."""
+    env, digest, _data = read(path)
+    return env, digest
+
+
+def read(path: Path) -> tuple[dict[str, Any], str, bytes]:
+    """Like ``load``, also returning the envelope's bytes (``promote`` keeps them)."""
     p = envelope_path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError as exc:
-        raise errors.NotFoundError("evidence not found", path=str(p)) from exc
+    # A regular file of bounded size: --evidence /dev/zero is bad input, not an endless read.
+    data = yamlfile.read_bytes(p, MAX_ENVELOPE_BYTES, what="evidence")
     try:
         env = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise errors.InputError("evidence is not JSON", path=str(p), expected="a DSSE envelope") from exc
     if not isinstance(env, dict):
         raise errors.InputError("evidence is not a JSON object", path=str(p), expected="a DSSE envelope")
-    return env, "sha256:" + hashlib.sha256(data).hexdigest()
+    return env, "sha256:" + hashlib.sha256(data).hexdigest(), data
 
 
 def verify(envelope: Mapping[str, Any], trusted_keys: Mapping[str, ed25519.Ed25519PublicKey]) -> dict[str, Any]:

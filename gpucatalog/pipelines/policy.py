@@ -21,6 +21,7 @@ Which keys may sign for a channel is the trust file's business (``trust``), not 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,7 @@ class ChannelPolicy:
 class Policy:
     path: Path
     channels: dict[str, ChannelPolicy]
+    digest: str = ""  # sha256 of the exact bytes parsed; recorded in every channel entry it admits
 
     def channel(self, name: str) -> ChannelPolicy:
         if name not in self.channels:
@@ -92,7 +94,8 @@ class Policy:
 
 
 def load(path: Path) -> Policy:
-    doc = yamlfile.load_one(path, SCHEMA)
+    data = yamlfile.read_bytes(path, what="promotion policy")
+    doc = yamlfile.parse_one(yamlfile.decode(data, path), path, SCHEMA)
     chans: dict[str, ChannelPolicy] = {}
     for name, c in doc["channels"].items():
         chans[name] = ChannelPolicy(
@@ -109,4 +112,4 @@ def load(path: Path) -> Policy:
         if c.source_channel == name:
             raise errors.SchemaError("a channel cannot be its own source", path=str(path),
                                      field=f"channels/{name}/sourceChannel")
-    return Policy(path, chans)
+    return Policy(path, chans, "sha256:" + hashlib.sha256(data).hexdigest())

@@ -1,16 +1,24 @@
 """The promotion gate: append ``bundle@version`` to a channel only with signed, trusted evidence
 that exactly its current rendering passed everything the channel's policy requires.
 
-Called by ``catalog promote``. Checks, all of them, before refusing with every unmet requirement
-(CheckFailed, exit 1, channel file untouched):
+Called by ``catalog promote``. The repository is the trust root: the policy and the trust file
+are the ones in the catalog folder promoted into (``channels/policy.yaml``, ``trust.yaml``,
+reviewed like code); other files may be named only for a dry run, which writes nothing. Every
+entry records the sha256 of the policy and trust files that admitted it.
+
+Checks, all of them, before refusing with every unmet requirement (CheckFailed, exit 1, channel
+file untouched):
 
 - each evidence envelope is signed by a key the trust file allows for this channel;
 - its subject is this ``bundle@version`` (no replay of another bundle's evidence) and its digest
   equals a fresh render for the evidence's profile (no edits after certification);
-- every profile the policy requires has evidence, and in it every required suite passed, and no
-  suite failed;
+- every profile the policy requires has evidence, and in it every required suite passed with
+  every case run (a suite with a case not run is incomplete, never passed), and no suite failed;
 - the version is in the policy's source channel with the same digests (stable only takes what
   went through candidate) and not already in the target channel.
+
+The evidence envelopes of an entry are kept beside the channels (``channels.store_evidence``)
+so ``install`` can check them later against the same trust file.
 
 The fresh render is passed in as ``fresh_digest(profile) -> "sha256:<hex>"`` so this module needs
 no catalog and unit tests need no Helm.
@@ -30,6 +38,9 @@ from typing import Any
 from gpucatalog.core import errors
 from gpucatalog.pipelines import channels, evidence, policy, trust
 
+POLICY = Path("channels") / "policy.yaml"
+TRUST = Path("trust.yaml")
+
 
 @dataclass(frozen=True)
 class Checked:
@@ -40,6 +51,15 @@ class Checked:
     digest: str
     evidence_digest: str
     signer: str
+    envelope: bytes
+
+
+@dataclass(frozen=True)
+class TrustRoot:
+    """The policy and trust file a promotion is judged by."""
+
+    policy: policy.Policy
+    trust: trust.TrustFile
 
 
 def default_promoter() -> str:
@@ -47,25 +67,49 @@ def default_promoter() -> str:
     return os.environ.get("CATALOG_PROMOTED_BY") or f"{getpass.getuser()}@{socket.gethostname()}"
 
 
-def _suite_findings(where: str, pred: dict[str, Any], required: list[str]) -> list[errors.Finding]:
+def _in_catalog(catalog_dir: Path, rel: Path) -> Path:
+    """``catalog_dir/rel``, refused if it (through a symlink) lives outside the catalog folder."""
+    path = catalog_dir / rel
+    real, root = path.resolve(), catalog_dir.resolve()
+    if root not in real.parents:
+        raise errors.InputError(f"resolves to {real}, outside the catalog folder {root}; the policy and the "
+                                "trust file must be the repository's own", path=str(path))
+    return path
+
+
+def repository_root(catalog_dir: Path) -> TrustRoot:
+    """The catalog folder's own policy and trust file: the only ones a promotion may write by."""
+    return TrustRoot(policy.load(_in_catalog(catalog_dir, POLICY)), trust.load(_in_catalog(catalog_dir, TRUST)))
+
+
+def suite_findings(where: str, pred: dict[str, Any], required: list[str]) -> list[errors.Finding]:
+    """What keeps the suites of one evidence predicate from promoting. Verdicts are recomputed
+    from the cases, never taken from the signed summary: evidence written before "incomplete"
+    existed called a suite with unrun cases passed."""
     out: list[errors.Finding] = []
     suites = {s.get("name"): s for s in pred.get("suites", []) if isinstance(s, dict)}
 
-    def passed(s: dict[str, Any]) -> bool:
-        cases = s.get("cases") or []
-        return s.get("result") == "passed" and bool(cases) and all(c.get("result") != "failed" for c in cases)
+    def problem(name: str, s: dict[str, Any]) -> str:
+        cases = [c for c in s.get("cases") or [] if isinstance(c, dict)]
+        failed = [str(c.get("name", "?")) for c in cases if c.get("result") == "failed"]
+        not_run = [str(c.get("name", "?")) for c in cases if c.get("result") not in ("passed", "failed")]
+        if not cases:
+            return f"suite {name!r} ran no case"
+        if failed:
+            return f"suite {name!r} failed (cases: {', '.join(failed)})"
+        if not_run:
+            return f"suite {name!r} is incomplete: case(s) not run: {', '.join(not_run)}"
+        return ""
 
     for name in required:
         s = suites.get(name)
         if s is None:
             out.append(errors.Finding("required-suite", f"required suite {name!r} was not run", obj=where))
-        elif not passed(s):
-            failed = [c.get("name", "?") for c in s.get("cases", []) if c.get("result") == "failed"]
-            out.append(errors.Finding("required-suite", f"required suite {name!r} failed"
-                                      + (f" (cases: {', '.join(failed)})" if failed else ""), obj=where))
+        elif problem(name, s):
+            out.append(errors.Finding("required-suite", "required " + problem(name, s), obj=where))
     for other, s in suites.items():
-        if other not in required and not passed(s):
-            out.append(errors.Finding("failed-suite", f"suite {other!r} failed in this run", obj=where))
+        if other not in required and problem(str(other), s):
+            out.append(errors.Finding("failed-suite", problem(str(other), s) + " in this run", obj=where))
     return out
 
 
@@ -81,7 +125,7 @@ def check_evidence(
 ) -> tuple[Checked | None, list[errors.Finding]]:
     """Verify one evidence file; returns it (when valid) and the findings against it."""
     where = str(path)
-    env, ev_digest = evidence.load(path)
+    env, ev_digest, data = evidence.read(path)
     keys = trusted.for_channel(channel)
     try:
         statement, signer = evidence.verify_signed(env, keys)
@@ -103,10 +147,10 @@ def check_evidence(
         findings.append(errors.Finding(
             "digest", f"evidence is for rendered digest {digest}, but {ref} now renders (profile {profile}) "
             f"to {fresh}: the bundle changed after certification", obj=where))
-    findings += _suite_findings(where, pred, required_suites)
+    findings += suite_findings(where, pred, required_suites)
     if findings:
         return None, findings
-    return Checked(path, profile, digest, ev_digest, trusted.name_of(signer)), []
+    return Checked(path, profile, digest, ev_digest, trusted.name_of(signer), data), []
 
 
 def promote(
@@ -116,14 +160,26 @@ def promote(
     evidence_paths: Sequence[Path],
     fresh_digest: Callable[[str], str],
     *,
-    channels_dir: Path,
-    policy_file: policy.Policy,
-    trust_file: trust.TrustFile,
+    catalog_dir: Path,
     bundle_suites: tuple[str, ...] = (),
     promoted_by: str | None = None,
+    dry_run: bool = False,
+    policy_file: policy.Policy | None = None,
+    trust_file: trust.TrustFile | None = None,
 ) -> dict[str, Any]:
     """Promote or raise: CheckFailed (exit 1) listing every unmet requirement; InputError (exit 2)
-    for an unknown channel, unreadable evidence or a damaged channel file. Returns the entry."""
+    for an unknown channel, unreadable evidence, a damaged channel file, or a policy or trust
+    file from outside the catalog without ``dry_run``. Returns the entry (written unless
+    ``dry_run``)."""
+    if (policy_file is not None or trust_file is not None) and not dry_run:
+        raise errors.InputError(
+            "a promotion is judged only by the catalog's own channels/policy.yaml and trust.yaml; "
+            "another policy or trust file may be named only for a dry run", field="--policy/--trust-file",
+            expected="--dry-run, or no --policy/--trust-file")
+    channels_dir = catalog_dir / "channels"
+    if policy_file is None or trust_file is None:
+        own = repository_root(catalog_dir)
+        policy_file, trust_file = policy_file or own.policy, trust_file or own.trust
     pol = policy_file.channel(channel)
     # Load both channel files first: a damaged one is bad input (exit 2), reported before anything.
     channels.load(channels_dir, channel)
@@ -149,6 +205,8 @@ def promote(
             findings.append(errors.Finding("required-profile", f"no passing evidence for required profile {prof!r}",
                                            obj=f"{bundle}@{version}"))
     ref = f"{bundle}@{version}"
+    ordered = [by_profile[p] for p in pol.required_profiles if p in by_profile] + [
+        c for p, c in sorted(by_profile.items()) if p not in pol.required_profiles]
 
     def make_entry(target: channels.Channel) -> dict[str, Any]:
         # Runs under the channel lock, so these reads see every promotion that finished before us.
@@ -162,7 +220,7 @@ def promote(
                 late.append(errors.Finding("source-channel", f"{ref} is not in {pol.source_channel!r}; "
                                            f"{channel!r} only accepts what was promoted there first", obj=str(src.path)))
             else:
-                for item in entry.get("evidence", []) or [{"profile": "", "digest": entry["digest"]}]:
+                for item in entry.get("evidence", []):
                     prof = item["profile"]
                     if prof in by_profile and by_profile[prof].digest != item["digest"]:
                         late.append(errors.Finding(
@@ -170,8 +228,6 @@ def promote(
                             f"{item['digest']} for profile {prof!r}, not {by_profile[prof].digest}", obj=str(src.path)))
         if late:
             raise errors.CheckFailed(f"{ref} cannot be promoted to {channel!r}: {len(late)} unmet requirement(s)", late)
-        ordered = [by_profile[p] for p in pol.required_profiles] + [
-            c for p, c in sorted(by_profile.items()) if p not in pol.required_profiles]
         first = ordered[0]
         return {
             "bundle": bundle,
@@ -180,8 +236,12 @@ def promote(
             "promotedAt": dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
             "promotedBy": promoted_by or default_promoter(),
             "evidenceDigest": first.evidence_digest,
+            "policyDigest": policy_file.digest,
+            "trustDigest": trust_file.digest,
             "evidence": [{"profile": c.profile, "digest": c.digest, "evidenceDigest": c.evidence_digest,
                           "signer": c.signer} for c in ordered],
         }
 
-    return channels.append(channels_dir, channel, make_entry)
+    if dry_run:
+        return make_entry(channels.load(channels_dir, channel))
+    return channels.append(channels_dir, channel, make_entry, [c.envelope for c in ordered])

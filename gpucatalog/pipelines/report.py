@@ -20,7 +20,8 @@ WIDTH = 1000  # drawing width of every picture, px
 LABEL_W = 260  # left margin for row labels, px
 ROW_H = 22
 
-RESULT_COLOURS = {"passed": "#2e9d5b", "failed": "#d64545", "skipped": "#9aa1a9"}
+# "skipped" is a case that was not run; "incomplete" a suite or run with such a case.
+RESULT_COLOURS = {"passed": "#2e9d5b", "failed": "#d64545", "skipped": "#b7791f", "incomplete": "#b7791f"}
 STATE_COLOURS = {
     "healthy": "#2e9d5b", "detected": "#d64545", "faulty": "#d64545", "fault": "#d64545",
     "cordoned": "#e8890c", "draining": "#f0b429", "drained": "#f0b429", "repairing": "#7b4fc9",
@@ -158,7 +159,7 @@ def render(statement: Mapping[str, Any]) -> str:
     pred = statement["predicate"]
     suites = pred.get("suites", [])
     subject = statement["subject"][0]
-    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    counts = {"passed": 0, "failed": 0, "skipped": 0}  # skipped: cases not run
     for s in suites:
         for c in s.get("cases", []):
             counts[c.get("result", "failed")] = counts.get(c.get("result", "failed"), 0) + 1

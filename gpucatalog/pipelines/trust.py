@@ -18,6 +18,7 @@ while another is used.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ class TrustedKey:
 class TrustFile:
     path: Path
     keys: tuple[TrustedKey, ...]
+    digest: str = ""  # sha256 of the exact bytes parsed; recorded in every channel entry it admits
 
     def for_channel(self, channel: str) -> dict[str, ed25519.Ed25519PublicKey]:
         """keyid -> public key of every key allowed to sign evidence for ``channel``."""
@@ -74,7 +76,8 @@ class TrustFile:
 
 
 def load(path: Path) -> TrustFile:
-    doc = yamlfile.load_one(path, SCHEMA)
+    data = yamlfile.read_bytes(path, what="trust file")
+    doc = yamlfile.parse_one(yamlfile.decode(data, path), path, SCHEMA)
     out: list[TrustedKey] = []
     for i, k in enumerate(doc["keys"]):
         pub = keys.parse_public(k["publicKey"], f"{path} keys[{i}]")
@@ -84,7 +87,7 @@ def load(path: Path) -> TrustFile:
                 f"keyid does not match publicKey (computed {kid})", path=str(path), field=f"keys/{i}/keyid"
             )
         out.append(TrustedKey(k["name"], kid, pub, tuple(k["channels"])))
-    return TrustFile(path, tuple(out))
+    return TrustFile(path, tuple(out), "sha256:" + hashlib.sha256(data).hexdigest())
 
 
 class _Dumper(yaml.SafeDumper):
@@ -102,7 +105,7 @@ def add_key(path: Path, name: str, public_key: ed25519.Ed25519PublicKey, channel
     """Add (or replace, by name) a key in the trust file, creating the file if absent."""
     if path.exists():
         load(path)  # refuse to rewrite a file that is already invalid
-        doc: dict[str, Any] = yaml.safe_load(path.read_text())
+        doc: dict[str, Any] = yamlfile.load_data(path)
     else:
         doc = {"apiVersion": yamlfile.API_VERSION, "kind": "TrustFile", "keys": []}
     kid = keys.keyid(public_key)

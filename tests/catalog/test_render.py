@@ -71,21 +71,6 @@ def test_values_violating_chart_schema_is_bad_input_and_writes_nothing(
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
 
 
-def test_refuses_foreign_output_folder_without_force(mini_catalog: Path, tmp_path: Path) -> None:
-    out = tmp_path / "precious"
-    out.mkdir()
-    (out / "notes.txt").write_text("keep me")
-    cat = loader.load_catalog(mini_catalog)
-    with pytest.raises(errors.ConflictError, match="not a previous render"):
-        render.render_bundle(cat, "mini", "sim", out)
-    assert (out / "notes.txt").read_text() == "keep me"
-    render.render_bundle(cat, "mini", "sim", out, force=True)
-    assert (out / "bundle.lock.json").is_file() and not (out / "notes.txt").exists()
-    # A previous render is replaced without --force.
-    render.render_bundle(cat, "mini", "kind", out)
-    assert json.loads((out / "bundle.lock.json").read_text())["profile"] == "kind"
-
-
 def _remote_catalog(mini_catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str | None) -> Path:
     cache = tmp_path / "chart-cache"
     cache.mkdir()

@@ -23,6 +23,7 @@ def _unreachable_kubeconfig(tmp_path: Path) -> Path:
     return kc
 
 
+@pytest.mark.toolchain  # certify renders the bundle (pinned helm) before it checks the provider
 def test_fault_suite_on_a_provider_without_fault_injection_is_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -23,16 +23,14 @@ DIGEST_B = "sha256:" + "b2" * 32
 def _promote(catalog_dir: Path, channel: str, paths: list[Path], fresh: str = DIGEST_A,
              ref: tuple[str, str] = ("gpu-scheduling", "0.1.0"), bundle_suites: tuple[str, ...] = ()) -> dict[str, Any]:
     return promote.promote(
-        ref[0], ref[1], channel, paths, lambda _profile: fresh,
-        channels_dir=catalog_dir / "channels",
-        policy_file=policy.load(catalog_dir / "channels" / "policy.yaml"),
-        trust_file=trust.load(catalog_dir / "trust.yaml"),
+        ref[0], ref[1], channel, paths, lambda _profile: fresh, catalog_dir=catalog_dir,
         bundle_suites=bundle_suites, promoted_by="test@host",
     )
 
 
 def _snapshot(catalog_dir: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((catalog_dir / "channels").iterdir())}
+    return {p.relative_to(catalog_dir).as_posix(): p.read_bytes()
+            for p in sorted((catalog_dir / "channels").rglob("*")) if p.is_file()}
 
 
 def _refused(catalog_dir: Path, channel: str, paths: list[Path], **kw: Any) -> list[str]:

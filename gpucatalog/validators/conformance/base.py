@@ -14,9 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
 from gpucatalog.core import errors
 
+# A case passed, failed, or was not run ("skipped": its reason says why). Every case of a suite
+# is required: one not run makes the suite "incomplete", which is never a pass.
 Result = Literal["passed", "failed", "skipped"]
+Verdict = Literal["passed", "failed", "incomplete"]
 T = TypeVar("T")
 
 
@@ -29,6 +35,11 @@ class CaseFailed(errors.CheckFailed):
 
 class WaitTimeout(CaseFailed):
     """A wait ran out; the message names the condition that never became true."""
+
+
+class CaseNotRun(errors.CatalogError):
+    """A case cannot run on this cluster (no fault injection, …): recorded as not run, which
+    makes its suite incomplete, never passed. The message says what is missing."""
 
 
 @dataclass
@@ -58,10 +69,8 @@ class SuiteResult:
     started: float = 0.0
 
     @property
-    def result(self) -> Result:
-        if any(c.result == "failed" for c in self.cases) or not self.cases:
-            return "failed"
-        return "passed"
+    def result(self) -> Verdict:
+        return verdict([c.result for c in self.cases])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +100,16 @@ class SuiteContext:
     def scaled(self, seconds: float) -> float:
         """``seconds`` (a suite's timeout for a normal cluster) times ``timeout_scale``."""
         return seconds * self.timeout_scale
+
+
+def verdict(case_results: list[str]) -> Verdict:
+    """A suite's verdict from its cases: failed if any failed (or none ran at all), incomplete if
+    any was not run, passed only when every case passed."""
+    if not case_results or "failed" in case_results:
+        return "failed"
+    if any(r != "passed" for r in case_results):
+        return "incomplete"
+    return "passed"
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 0.2,
@@ -127,8 +146,23 @@ def holds(what: str, probe: Callable[[], bool], seconds: float, interval: float 
 Case = Callable[[SuiteContext, CaseResult], None]
 
 
+def _reason(exc: BaseException) -> str:
+    """A failure's reason, with the one it interrupted first: a cleanup wait that times out inside
+    a ``finally`` must not hide why the case really failed."""
+    own = str(exc) if isinstance(exc, errors.CatalogError) else f"{type(exc).__name__}: {exc}"
+    first = exc.__context__
+    if first is not None and first is not exc and isinstance(first, errors.CatalogError | ApiException | HTTPError | OSError):
+        return f"{_reason(first)} (then, while cleaning up: {own})"
+    return own
+
+
+# What a case may raise besides our own errors: the Kubernetes client's, and an unreachable API.
+CASE_ERRORS = (errors.CatalogError, ApiException, HTTPError, OSError, ValueError, KeyError, TypeError)
+
+
 def run_cases(name: str, ctx: SuiteContext, cases: list[tuple[str, Case]]) -> SuiteResult:
-    """Run each case, timing it; a ``CaseFailed`` (or other ``CatalogError``) fails only that case."""
+    """Run each case, timing it; a ``CaseFailed``, another ``CatalogError`` or a Kubernetes API
+    error fails only that case, with its reason (an API error never ends certify in a traceback)."""
     started = time.time()
     t0 = time.monotonic()
     results: list[CaseResult] = []
@@ -138,9 +172,12 @@ def run_cases(name: str, ctx: SuiteContext, cases: list[tuple[str, Case]]) -> Su
         ctx.log(f"{name}/{case_name}: running")
         try:
             fn(ctx, res)
-        except errors.CatalogError as exc:
+        except CaseNotRun as exc:
+            res.result = "skipped"
+            res.reason = f"not run: {exc}"
+        except CASE_ERRORS as exc:
             res.result = "failed"
-            res.reason = str(exc)
+            res.reason = _reason(exc)
         res.seconds = time.monotonic() - c0
         ctx.log(f"{name}/{case_name}: {res.result} {res.reason}")
         results.append(res)

@@ -70,3 +70,21 @@ def as_steps(times: dict[str, str], t0: float) -> list[dict[str, Any]]:
             continue
         steps.append({"state": state_name, "t": round(at - t0, 3)})
     return sorted(steps, key=lambda st: float(st["t"]))
+
+
+def event_time(e: dict[str, Any]) -> float:
+    """When an Event last happened (seconds since the epoch; 0 when it carries no time)."""
+    meta = e.get("metadata") or {}
+    for t in (e.get("eventTime"), e.get("lastTimestamp"), e.get("firstTimestamp"), meta.get("creationTimestamp")):
+        if isinstance(t, str) and t:
+            try:
+                return datetime.datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return 0.0
+
+
+def events_since(items: list[dict[str, Any]], since: float) -> list[dict[str, Any]]:
+    """Events that happened at or after ``since`` (a second of slack for the API server's
+    whole-second timestamps): an Event left by an earlier run must not satisfy this one."""
+    return [e for e in items if event_time(e) >= since - 1.0]

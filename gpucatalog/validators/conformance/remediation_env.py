@@ -55,10 +55,12 @@ class Env:
             and rc.condition(n, "GpuMemoryError").get("status") == "False"
             and rc.condition(n, "InfinibandDegraded").get("status") == "False"), timeout)
 
-    def events(self, node: str, reason: str) -> list[dict[str, Any]]:
+    def events(self, node: str, reason: str, since: float) -> list[dict[str, Any]]:
+        """Events ``reason`` about ``node`` that happened since ``since`` (the case's fault): a
+        kept cluster still holds the Events of earlier runs, which prove nothing about this one."""
         items = self.kube.request("GET", "/api/v1/events", query={
             "fieldSelector": f"involvedObject.kind=Node,involvedObject.name={node},reason={reason}"})["items"]
-        return list(items)
+        return rc.events_since(list(items), since)
 
     def breaker(self) -> dict[str, str]:
         cm = self.kube.request("GET", f"/api/v1/namespaces/{self.ns}/configmaps/{rc.BREAKER_CM}", ok404=True)

@@ -13,10 +13,13 @@ same suite runs against the local sim cluster and a Slinky cluster. Cases:
 - ``gpu-quota``: an account with ``GrpTRES=gres/gpu=Q`` runs Q GPUs and pends the next job with
   ``AssocGrpGRES`` while GPUs are free elsewhere (needs accounting).
 - ``drain-on-fault``: a GPU fault injected on a node (``inject_fault``) makes gpu-health drain
-  the Slurm node of the same name with its reason prefix; the running job finishes, no new job
-  lands there; after the fault is cleared (``clear_fault``) and verified the node is resumed.
+  the Slurm node of the same name with its reason prefix; the running job finishes, then with
+  the node idle no new job lands there (one whole-node job per node: exactly one pends); after
+  the fault is cleared (``clear_fault``) and verified the node is resumed.
 - ``manual-drain-kept``: a node drained by hand with another reason stays drained, reason
-  intact, through a fault and its repair (watched for ``observe_s`` after each).
+  intact, through a fault and its repair; the same fault on a control node must be drained and
+  resumed by gpu-health meanwhile, proving the controller saw it. An injected fault is cleared
+  whenever a case ends, failed or not.
 
 Params (all optional): ``low_partition``, ``high_partition``, ``inject_fault`` (the fault
 injector every suite shares: ``inject_fault(node, kind, **kw)``, e.g. the sim's), ``fault``
@@ -274,6 +277,27 @@ def _node(slurm: slurm_cli.Slurm, name: str) -> slurm_cli.Node:
     return slurm.nodes()[name]
 
 
+def _new_work_avoids(ctx: base.SuiteContext, slurm: slurm_cli.Slurm, low: str, nodes: list[slurm_cli.Node],
+                     target: slurm_cli.Node, jobs: list[str]) -> dict[str, str]:
+    """Whole-node jobs, one per GPU node, on an otherwise idle partition: every other node takes
+    one, the drained ``target`` takes none, so exactly one pends. Had ``target`` not been
+    drained it would have taken one: the check can fail. Returns job -> where it is."""
+    mine = [slurm.sbatch("-p", low, f"--gres=gpu:{target.gpus}", "-N", "1", wrap=LONG) for _ in nodes]
+    jobs.extend(mine)
+    others = len(nodes) - 1
+    base.wait_for(f"{others} whole-node jobs running on the nodes other than {target.name}",
+                  lambda: sum(1 for j in mine if slurm.job(j).state == "RUNNING") >= others, ctx.scaled(30))
+    time.sleep(2)  # time for the scheduler to (wrongly) start the last one on the target
+    where = {j: slurm.job(j).nodes or slurm.job(j).state for j in mine}
+    on_target = [j for j in mine if target.name in slurm.job(j).nodes.split(",")]
+    if on_target:
+        raise base.CaseFailed(f"job(s) {', '.join(on_target)} started on drained node {target.name}")
+    pending = [j for j in mine if slurm.job(j).state == "PENDING"]
+    if len(pending) != 1:
+        raise base.CaseFailed(f"expected exactly one whole-node job left pending (the drained node's share), got {where}")
+    return where
+
+
 def _drain_on_fault(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cli.Slurm) -> None:
     hooks = _fault_hooks(ctx, res)
     if hooks is None:
@@ -293,46 +317,68 @@ def _drain_on_fault(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_c
     _wait_job(ctx, slurm, running, ("RUNNING",), 30)
     t0 = time.monotonic()
     inject(target.name)
-    def drained_by_controller() -> slurm_cli.Node | None:
-        n = _node(slurm, target.name)
-        return n if n.drained and n.reason.startswith(prefix) else None
+    cleared = False
+    try:
+        def drained_by_controller() -> slurm_cli.Node | None:
+            n = _node(slurm, target.name)
+            return n if n.drained and n.reason.startswith(prefix) else None
 
-    drained = base.wait_for(f"{target.name} to be drained with a reason starting {prefix!r}", drained_by_controller, ctx.scaled(timeout))
-    res.details["drain_latency_s"] = round(time.monotonic() - t0, 3)
-    res.details["reason"] = drained.reason
-    # New work avoids the node: whole-node jobs, one per node; none may start on the target.
-    for _ in nodes:
-        jobs.append(slurm.sbatch("-p", low, f"--gres=gpu:{target.gpus}", "-N", "1", wrap=LONG))
-    time.sleep(2)
-    for j in jobs[1:]:
-        if target.name in slurm.job(j).nodes.split(","):
-            raise base.CaseFailed(f"job {j} started on drained node {target.name}")
-    done = _wait_job(ctx, slurm, running, ("COMPLETED",), 60)
-    if done.restarts:
-        res.details["running_job"] = "requeued"
-    else:
-        res.details["running_job"] = "finished"
-    t1 = time.monotonic()
-    clear(target.name)
-    base.wait_for(f"{target.name} to be resumed after the fault cleared", lambda: not _node(slurm, target.name).drained, ctx.scaled(timeout))
-    res.details["resume_latency_s"] = round(time.monotonic() - t1, 3)
+        drained = base.wait_for(f"{target.name} to be drained with a reason starting {prefix!r}",
+                                drained_by_controller, ctx.scaled(timeout))
+        res.details["drain_latency_s"] = round(time.monotonic() - t0, 3)
+        res.details["reason"] = drained.reason
+        # The running job finishes on the drained node (a drain, not a kill) ...
+        done = _wait_job(ctx, slurm, running, ("COMPLETED",), 60)
+        res.details["running_job"] = "requeued" if done.restarts else "finished"
+        # ... and only then is new work offered, so the target has room and must still refuse it.
+        res.details["new_jobs"] = _new_work_avoids(ctx, slurm, low, nodes, target, jobs)
+        slurm.cancel(jobs)
+        t1 = time.monotonic()
+        clear(target.name)
+        cleared = True
+        base.wait_for(f"{target.name} to be resumed after the fault cleared",
+                      lambda: not _node(slurm, target.name).drained, ctx.scaled(timeout))
+        res.details["resume_latency_s"] = round(time.monotonic() - t1, 3)
+    finally:
+        if not cleared:
+            clear(target.name)  # a case that failed midway leaves no fault behind
 
 
 def _manual_drain_kept(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cli.Slurm) -> None:
+    """A hand-drained node keeps its drain and reason through a fault and its repair. The same
+    fault goes to a control node at the same moment: only once gpu-health has drained the control
+    node is it shown to have seen the fault, so a controller that is down cannot pass this case."""
     hooks = _fault_hooks(ctx, res)
     if hooks is None:
         return
     inject, clear = hooks
+    prefix = str(ctx.params.get("drain_reason_prefix", "gpu-health:"))
+    timeout = float(ctx.params.get("drain_timeout", 60))
     low, _ = _partitions(ctx, slurm)
     nodes = _gpu_nodes(slurm, low)
-    target = nodes[-1]
-    res.details["node"] = target.name
+    if len(nodes) < 2:
+        raise base.CaseFailed("manual-drain-kept needs two GPU nodes (the hand-drained one and a control)")
+    target, control = nodes[-1], nodes[0]
+    res.details.update(node=target.name, control=control.name)
     reason = f"ops: hand drain by conformance {os.getpid()}"
     slurm.drain(target.name, reason)
+    injected: list[str] = []
     try:
-        inject(target.name)
-        time.sleep(float(ctx.params.get("observe_s", 3)))
-        clear(target.name)
+        for name in (target.name, control.name):
+            inject(name)
+            injected.append(name)
+        base.wait_for(f"gpu-health to drain the control node {control.name} (proof it saw this fault)",
+                      lambda: (lambda c: c.drained and c.reason.startswith(prefix))(_node(slurm, control.name)),
+                      ctx.scaled(timeout))
+        n = _node(slurm, target.name)
+        if not n.drained or not n.reason.startswith(reason):
+            raise base.CaseFailed(f"{target.name}, drained by hand ({reason!r}), is now {n.state} {n.reason!r} "
+                                  "after the fault")
+        for name in injected:
+            clear(name)
+        injected.clear()
+        base.wait_for(f"gpu-health to resume the control node {control.name} after the repair",
+                      lambda: not _node(slurm, control.name).drained, ctx.scaled(timeout))
         time.sleep(float(ctx.params.get("observe_s", 3)))
         n = _node(slurm, target.name)
         res.details["reason_after"] = n.reason
@@ -341,5 +387,7 @@ def _manual_drain_kept(ctx: base.SuiteContext, res: base.CaseResult, slurm: slur
         if not n.reason.startswith(reason):
             raise base.CaseFailed(f"{target.name}'s hand-drain reason was replaced by {n.reason!r}")
     finally:
+        for name in injected:
+            clear(name)  # a case that failed midway leaves no fault behind
         # Undo our hand drain; check=False: the node may already be (wrongly) resumed.
         slurm.resume(target.name, check=False)

@@ -15,6 +15,7 @@ from gpucatalog.core import errors
 from gpucatalog.validators.static import (
     crds,
     images,
+    names,
     objects,
     openapi,
     podsecurity,
@@ -56,6 +57,7 @@ def validate_objects(
             findings += requests.check(t, policy)
             findings += privileged.check(t)
             findings += rbac.check(t)
+            findings += names.check(t)
             level = levels.get(ident.namespace, policy.default_pod_security)
             findings += podsecurity.check(t, level)
     off = policy.disabled_rules

@@ -190,19 +190,46 @@ def test_port_in_use_is_rejected_without_leftovers() -> None:
 
 
 def test_ctrl_c_during_up_leaves_no_orphans() -> None:
+    """Ctrl-C while ``up`` waits for its nodes. Synchronised on what ``up`` emits, not on a timing
+    window: it prints "creating N … nodes" before it creates any node; on that line kwok (which
+    makes nodes Ready) is frozen, so ``up`` cannot finish however slow this test is, then the
+    interrupt is sent. The cluster is torn down whatever happens."""
     root = Path(__file__).resolve().parents[2]
+    name = f"ctrlc-{os.getpid()}"
     code = ("import sys; from gpucatalog import cli; cli.COMMAND_MODULES=('cluster',); "
             "sys.exit(cli.main(sys.argv[1:]))")
-    proc = subprocess.Popen([sys.executable, "-c", code, "cluster", "up", "--name", f"ctrlc-{os.getpid()}", "--nodes", "50"],
-                            env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    c = SimCluster(f"ctrlc-{os.getpid()}")
-    wait("supervisor started", lambda: (c.layout.pids / "kube-apiserver.pid").exists(), timeout=60)
-    recs = procs.read_all(c.layout.pids)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert recs and not any(r.alive() for r in recs)
-    assert not c.layout.root.exists()
+    proc = subprocess.Popen([sys.executable, "-c", code, "cluster", "up", "--name", name, "--nodes", "50",
+                             "--timeout", "600"], env=dict(os.environ, PYTHONPATH=str(root)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    c = SimCluster(name)
+    kwok = None
+    seen: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if "creating 50 " in line:
+                break
+        else:
+            pytest.fail("up ended before it created its nodes: " + "".join(seen))
+        kwok = procs.read(c.layout.pids / "kwok.pid")
+        assert kwok is not None and kwok.alive(), "kwok is not running while up creates nodes"
+        os.kill(kwok.pid, signal.SIGSTOP)  # no node can become Ready: up stays in its wait
+        recs = procs.read_all(c.layout.pids)
+        proc.send_signal(signal.SIGINT)
+        os.kill(kwok.pid, signal.SIGCONT)  # so teardown's SIGTERM is delivered
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, "".join(seen) + err
+        assert recs and not any(r.alive() for r in recs)
+        assert not c.layout.root.exists()
+    finally:
+        if kwok is not None and kwok.alive():
+            os.kill(kwok.pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        if c.layout.root.exists():
+            c.down()
 
 
 def _serving_cert(dns: str) -> tuple[bytes, bytes]:

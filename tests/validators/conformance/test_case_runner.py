@@ -1,0 +1,71 @@
+"""Suite plumbing that let cases pass or crash without testing their claim (issue 14, item 11):
+an API error ends one case (not certify, in a traceback); a cleanup wait failing inside
+``finally`` no longer hides the real reason; old Events no longer satisfy a wait; a case not run
+makes the suite incomplete; the breaker case's name no longer claims a share it does not inject."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError
+
+from gpucatalog.validators.conformance import base, fault_remediation
+from gpucatalog.validators.conformance import remediation_contract as rc
+
+
+def _run(*cases: tuple[str, base.Case]) -> base.SuiteResult:
+    return base.run_cases("s", base.SuiteContext(kubeconfig=Path("/dev/null")), list(cases))
+
+
+def test_api_errors_fail_one_case_not_the_run() -> None:
+    def api(_c: base.SuiteContext, _r: base.CaseResult) -> None:
+        raise ApiException(status=403, reason="Forbidden")
+
+    def unreachable(_c: base.SuiteContext, _r: base.CaseResult) -> None:
+        raise MaxRetryError(None, "/api/v1/nodes", "connection refused")  # type: ignore[arg-type]
+
+    result = _run(("api", api), ("unreachable", unreachable), ("ok", lambda _c, _r: None))
+    assert [c.result for c in result.cases] == ["failed", "failed", "passed"]
+    assert "403" in result.cases[0].reason and "connection refused" in result.cases[1].reason
+    assert result.result == "failed"
+
+
+def test_cleanup_failure_does_not_hide_the_real_reason() -> None:
+    def case(_c: base.SuiteContext, _r: base.CaseResult) -> None:
+        try:
+            raise base.CaseFailed("pod evicted although its PodDisruptionBudget allowed no disruption")
+        finally:
+            raise base.WaitTimeout("timed out after 180s waiting for node-3: back in service")
+
+    reason = _run(("c", case)).cases[0].reason
+    # Before: only the cleanup's timeout was reported.
+    assert reason.startswith("pod evicted although") and "then, while cleaning up: timed out" in reason
+
+
+def test_case_not_run_makes_the_suite_incomplete() -> None:
+    def not_run(_c: base.SuiteContext, _r: base.CaseResult) -> None:
+        raise base.CaseNotRun("no fault injection on this cluster")
+
+    result = _run(("ok", lambda _c, _r: None), ("faults", not_run))
+    assert result.cases[1].result == "skipped" and result.result == "incomplete"
+
+
+def test_old_events_do_not_satisfy_a_new_wait() -> None:
+    def at(t: float) -> str:
+        return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    now = time.time()
+    old = {"reason": "Xid13", "lastTimestamp": at(now - 3600)}
+    new = {"reason": "Xid13", "eventTime": at(now).replace("Z", ".123456Z")}
+    assert rc.events_since([old, new], now) == [new]
+    assert rc.events_since([old], now) == []  # before: [old] satisfied the wait
+    assert rc.events_since([{"metadata": {"creationTimestamp": at(now)}}], now)
+
+
+def test_breaker_case_name_claims_no_share_it_does_not_inject() -> None:
+    names = [n for n, _ in fault_remediation.CASES]
+    assert "breaker_caps_quarantines_at_60pct_faults" not in names
+    assert "breaker_caps_quarantines_when_most_nodes_fault" in names
