@@ -132,7 +132,7 @@ async def _install(
                     f"install of {comp.name} (release {comp.release} in {comp.namespace}) failed: "
                     + (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)).strip()
                 ) from exc
-            if gates and comp.name in readiness.GATES:
+            if (gates or comp.name in readiness.BEFORE_NEXT) and comp.name in readiness.GATES:
                 say(f"waiting for {comp.name} to report ready")
                 readiness.wait(comp.name, comp.namespace, kubeconfig, timeout_s)
             done.append(Installed(comp.name, comp.release, comp.namespace, rev.revision, time.monotonic() - t0))
