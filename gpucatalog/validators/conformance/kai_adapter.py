@@ -136,6 +136,9 @@ class KaiAdapter:
             priority_classes=(self.p.preemptible_class, self.p.non_preemptible_class)))
         self.dog = kai_preflight.Watchdog(self.kube, self.p, COMPONENTS)
 
+    def begin_case(self) -> None:
+        self.dog = kai_preflight.Watchdog(self.kube, self.p, COMPONENTS)
+
     def guard(self) -> None:
         if self.dog is not None:
             self.dog.check()

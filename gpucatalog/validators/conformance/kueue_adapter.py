@@ -122,6 +122,23 @@ class KueueAdapter:
                 return cfg.get("fairSharing") is not None
         return None
 
+    def begin_case(self) -> None:
+        """Kueue's manager ready and its webhooks answering (a server-side dry run), then a fresh
+        watchdog: a manager killed in the previous case has been replaced by now."""
+        probe = {"apiVersion": f"{kueue_space.GROUP}/{kueue_space.VERSION}", "kind": "ResourceFlavor",
+                 "metadata": {"name": "conformance-probe"}, "spec": {}}
+
+        def serving() -> bool:
+            try:
+                self.kube.custom.create_cluster_custom_object(kueue_space.GROUP, kueue_space.VERSION,
+                                                              "resourceflavors", probe, dry_run="All")
+            except ApiException:
+                return False
+            return any(ready for _, ready in Watchdog(self.kube, self.p.kueue_namespace).baseline.values())
+
+        base.wait_for("Kueue's manager to serve before the case", serving, self.wait_seconds, interval=1.0)
+        self.dog = Watchdog(self.kube, self.p.kueue_namespace)
+
     def guard(self) -> None:
         now = time.monotonic()
         if self.dog is not None and now - self._last >= 1.0:

@@ -111,6 +111,9 @@ class Adapter(Protocol):
     settle_seconds: float
 
     def preflight(self, res: base.CaseResult) -> None: ...
+    def begin_case(self) -> None:
+        """Before each case: wait until the stack serves again (after a crash in an earlier case)
+        and count restarts from here, so one crash fails one case and the next starts clean."""
     def guard(self) -> None:
         """Raise ``CaseFailed`` when the stack's controller crashed or restarted during a case."""
     def not_applicable(self, case: str) -> str:
@@ -144,6 +147,7 @@ class Contract:
                 res.result, res.reason = "skipped", f"not applicable on {self.a.stack}: {why}"
                 res.details["not_applicable"] = True
                 return
+            self.a.begin_case()
             fn(res)
 
         return name, run

@@ -31,6 +31,9 @@ class _NoWeights:
     def preflight(self, res: base.CaseResult) -> None:
         res.details["ok"] = True
 
+    def begin_case(self) -> None:
+        raise AssertionError("an inapplicable case must not wait for the stack")
+
     def guard(self) -> None:
         pass
 
