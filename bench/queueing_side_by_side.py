@@ -81,7 +81,7 @@ def measure(stack: str, a: argparse.Namespace) -> dict[str, Any]:
         finally:
             adapter.close()
         lat = reclaim.details["latency"]
-        return {"reclaim_p50_s": lat["p50"], "reclaim_p95_s": lat["p95"], "samples": lat["samples"],
+        return {"reclaim_p50_s": lat["p50"], "reclaim_p95_s": lat["p95"], "samples": lat["count"],
                 "gang_admit_median_s": statistics.median(admits), "gang_admit_max_s": max(admits),
                 "pods_per_s": rate}
     finally:
