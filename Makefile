@@ -4,6 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 UNIT_MARKERS := not toolchain and not integration and not slurm and not registry and not kind
+# The Kubernetes policy scanner, pinned, in its own environment: its dependencies may clash with ours.
+CHECKOV_VERSION := 3.3.30
+SCAN_VENV ?= .venv-scan
 
 ## help: list targets
 help:
@@ -27,12 +30,21 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## test: setup, lint, then every test (unit and integration; needs root)
-test: setup lint
+## scan: render every bundle x profile and run checkov on it against the reviewed exceptions (policy/scan-exceptions.yaml)
+scan: $(VENV)/.installed $(SCAN_VENV)/.installed-$(CHECKOV_VERSION)
+	$(PY) scripts/policy_scan.py --checkov $(SCAN_VENV)/bin/checkov
+
+$(SCAN_VENV)/.installed-$(CHECKOV_VERSION):
+	test -x $(SCAN_VENV)/bin/python || python3 -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/python -m pip install -q 'checkov==$(CHECKOV_VERSION)'
+	touch $@
+
+## test: setup, lint, policy scan, then every test (unit and integration; needs root)
+test: setup lint scan
 	$(PY) -m pytest -q
 
 ## unit: the fast tests only (no toolchain binary, cluster, Slurm or registry)
 unit: $(VENV)/.installed
 	$(PY) -m pytest -q -m "$(UNIT_MARKERS)"
 
-.PHONY: help setup lint test unit
+.PHONY: help setup lint scan test unit

@@ -11,11 +11,9 @@ Also prints the warm ``ensure`` time of the toolchain and the recorded cold buil
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
-from pathlib import Path
 
 from gpucatalog.clusters.sim import SimCluster, procs
 from gpucatalog.toolchain import build
@@ -24,22 +22,6 @@ from gpucatalog.toolchain import build
 # means wiping the shared Go build cache: kubernetes group (4 binaries) 4m01s wall
 # (6m16s user), etcd 45 s and kwok 100 s with modules already downloaded.
 RECORDED_COLD_BUILD_S = {"kubernetes": 241.0, "etcd": 44.7, "kwok": 100.0}
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def cluster_rss(sessions: set[int]) -> int:
-    total = 0
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[3]) in sessions:  # field 6: session id
-                total += int((d / "statm").read_text().split()[1]) * PAGE
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
 
 
 class Sampler(threading.Thread):
@@ -53,7 +35,7 @@ class Sampler(threading.Thread):
         while not self.stop:
             sessions = {r.pid for r in procs.read_all(self.cluster.layout.pids)}
             if sessions:
-                self.peak = max(self.peak, cluster_rss(sessions))
+                self.peak = max(self.peak, procs.usage(sessions).rss)
             time.sleep(0.25)
 
 

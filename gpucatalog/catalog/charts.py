@@ -131,14 +131,13 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
                 f"chart folder {src.path!r} has no Chart.yaml", path=str(cv.source_file), field="spec.chart.path"
             )
         meta = _yaml_map(d / "Chart.yaml")
-        ref = d.resolve()
         if cv.crds is not None:
-            # The chart plus CRDs from the pinned Go module (checked against their pinned digest),
-            # assembled in the cache; its digest covers both.
-            ref = modulecrds.assemble(ref, digest, cv.crds, cv.source_file)
-            digest = tree_digest(ref)
+            # The chart plus CRDs from the pinned Go module (checked against their pinned digest);
+            # the digest then covers the assembled chart, CRDs included.
+            d = modulecrds.assemble(d, digest, cv.crds, cv.source_file)
+            digest = tree_digest(d)
         return ResolvedChart(
-            ref=str(ref),
+            ref=str(d.resolve()),
             digest=digest,
             source=src.path,
             values_schema=_json_file(d / "values.schema.json"),

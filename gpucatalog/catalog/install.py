@@ -39,6 +39,9 @@ class Installed:
     namespace: str
     revision: int
     seconds: float
+    # "ready", "simulated" (a gate that cannot be met by simulated pods, not checked), "not ready:
+    # …" (only with a ``not_ready`` handler), or "" without gates
+    readiness: str = ""
 
 
 def kubeconfig_path(given: Path | None) -> Path:
@@ -103,9 +106,12 @@ def _wrap_rendered(comp: render.RenderedComponent, tmp: Path) -> Path:
     return d
 
 
+NotReadyHandler = Callable[[readiness.NotReady], None]
+
+
 async def _install(
     rb: render.RenderedBundle, kubeconfig: Path | None, timeout_s: int, say: Progress, gates: bool,
-    description: str | None,
+    ready_timeout_s: float, not_ready: NotReadyHandler | None, description: str | None,
 ) -> list[Installed]:
     client = _client(kubeconfig)
     done: list[Installed] = []
@@ -132,10 +138,20 @@ async def _install(
                     f"install of {comp.name} (release {comp.release} in {comp.namespace}) failed: "
                     + (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)).strip()
                 ) from exc
-            if (gates or comp.name in readiness.BEFORE_NEXT) and comp.name in readiness.GATES:
-                say(f"waiting for {comp.name} to report ready")
-                readiness.wait(comp.name, comp.namespace, kubeconfig, timeout_s)
-            done.append(Installed(comp.name, comp.release, comp.namespace, rev.revision, time.monotonic() - t0))
+            state = ""
+            if gates:
+                say(f"waiting for {comp.name} to report ready (up to {ready_timeout_s:.0f}s)")
+                try:
+                    state = readiness.wait(comp.name, comp.namespace, kubeconfig, ready_timeout_s, objects=comp.objects,
+                                           skip_simulated=not_ready is not None)
+                except readiness.NotReady as exc:
+                    if not_ready is None:
+                        raise
+                    not_ready(exc)
+                    state = f"not ready: {exc}"
+                if state == "simulated":
+                    say(f"{comp.name}: its pods are only simulated here; its readiness gate is not checked")
+            done.append(Installed(comp.name, comp.release, comp.namespace, rev.revision, time.monotonic() - t0, state))
     return done
 
 
@@ -146,12 +162,19 @@ def install(
     timeout_s: int = 300,
     progress: Progress | None = None,
     gates: bool = True,
+    ready_timeout_s: float | None = None,
+    not_ready: NotReadyHandler | None = None,
     description: str | None = None,
 ) -> list[Installed]:
     """Install (or upgrade: re-running is idempotent) every component in order. With ``gates``,
-    a component with a readiness gate must report ready before the next one starts.
+    each component must report ready (``readiness.wait``, up to ``ready_timeout_s``, default
+    ``timeout_s``) before the next one starts: ``NotReady`` ends the install, unless a
+    ``not_ready`` handler takes it (certification: it records the failure and goes on, and does
+    not wait for a gate whose pods are only simulated, which it records as such).
     ``description`` is recorded on every release (``helm history`` shows it)."""
-    return asyncio.run(_install(rb, kubeconfig, timeout_s, progress or (lambda _m: None), gates, description))
+    return asyncio.run(_install(rb, kubeconfig, timeout_s, progress or (lambda _m: None), gates,
+                                float(timeout_s if ready_timeout_s is None else ready_timeout_s), not_ready,
+                                description))
 
 
 async def _uninstall(rb: render.RenderedBundle, kubeconfig: Path | None, say: Progress) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
@@ -93,10 +94,25 @@ def _parse_version(doc: yamlfile.Document) -> model.ComponentVersion:
             privileged=decl.get("privileged", {}),
             rbac_wildcards=decl.get("rbacWildcards", {}),
             pod_security=decl.get("podSecurity", "baseline"),
+            log_patterns=_log_patterns(doc, decl.get("logPatterns", {})),
+            log_namespaces=tuple(decl.get("logNamespaces", [])),
         ),
         source_file=doc.path,
         crds=model.ModuleCRDs(**spec["crds"]) if "crds" in spec else None,
     )
+
+
+def _log_patterns(doc: yamlfile.Document, patterns: dict[str, str]) -> dict[str, str]:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise errors.InputError(
+                f"log pattern {pattern!r} is not a regular expression: {exc}", path=str(doc.path),
+                line=doc.line_of(["spec", "declarations", "logPatterns", pattern]),
+                field="spec.declarations.logPatterns", expected="a Python regular expression",
+            ) from exc
+    return dict(patterns)
 
 
 def _parse_bundle(doc: yamlfile.Document) -> model.Bundle:

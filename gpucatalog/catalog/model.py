@@ -65,6 +65,10 @@ class Declarations:
     privileged: dict[str, str] = field(default_factory=dict)  # "Kind/name" -> why
     rbac_wildcards: dict[str, str] = field(default_factory=dict)  # "Kind/name" -> why
     pod_security: str = "baseline"  # PodSecurity level of the component's namespace
+    # Certification scans the logs of the component's pods (its release namespace, plus
+    # ``log_namespaces``): a line matching one of these regexes fails the run. regex -> why.
+    log_patterns: dict[str, str] = field(default_factory=dict)
+    log_namespaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

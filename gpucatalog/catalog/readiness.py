@@ -1,5 +1,6 @@
-"""Readiness gates that Helm's ``--wait`` cannot see: a component is installed only when its own
-status says it is ready. Called by ``catalog.install`` (fatal) and by certification (recorded).
+"""Readiness gates: a component is installed only when its workloads' pods are ready and its own
+status (what Helm's ``--wait`` cannot see) says it is ready. Called by ``catalog.install`` after
+each component: fatal for ``catalog install``, recorded as a failed step by certification.
 
 Kueue: its manager is ready and its admission webhooks answer (a server-side dry run).
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,30 +98,87 @@ def _message(exc: ApiException) -> str:
 
 
 GATES: dict[str, Callable[[Any, str], list[str]]] = {"kai-scheduler": kai_problems, "kueue": kueue_problems}
-# Waited for even when the caller leaves readiness to the suites (certify): the next components'
-# objects go through this component's admission webhooks, so installing them before it answers
-# fails. Where the kubelet runs readiness probes, helm's --wait already covers this and the gate
-# returns at once.
-BEFORE_NEXT = frozenset({"kueue"})
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 
 
-def wait(component: str, namespace: str, kubeconfig: Path | None, timeout_s: float, interval: float = 2.0) -> None:
-    """Block until ``component`` reports ready; ``CheckFailed`` naming what is not, after ``timeout_s``."""
+class NotReady(errors.CheckFailed):
+    """A component did not report ready within its time; the message names what is not."""
+
+    def __init__(self, component: str, message: str, findings: list[errors.Finding]) -> None:
+        super().__init__(message, findings)
+        self.component = component
+
+
+def _workloads(objects: Sequence[Mapping[str, Any]], namespace: str) -> list[tuple[str, str, str]]:
+    """(kind, namespace, name) of the component's Deployments, StatefulSets and DaemonSets."""
+    return [(str(o["kind"]), str((o.get("metadata") or {}).get("namespace") or namespace), str(o["metadata"]["name"]))
+            for o in objects if o.get("kind") in WORKLOADS and (o.get("metadata") or {}).get("name")]
+
+
+def workload_problems(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The component's Deployments, StatefulSets and DaemonSets without all their pods ready."""
+    apps = client.AppsV1Api(api)
+    read = {"Deployment": apps.read_namespaced_deployment, "StatefulSet": apps.read_namespaced_stateful_set,
+            "DaemonSet": apps.read_namespaced_daemon_set}
+    problems = []
+    for kind, ns, name in _workloads(objects, namespace):
+        try:
+            obj: Any = read[kind](name, ns)
+        except ApiException as exc:
+            problems.append(f"{kind} {ns}/{name}: " + ("missing" if exc.status == 404 else f"HTTP {exc.status}"))
+            continue
+        st = obj.status
+        if kind == "DaemonSet":
+            want, ready = st.desired_number_scheduled or 0, st.number_ready or 0
+        else:
+            want, ready = (obj.spec.replicas if obj.spec.replicas is not None else 1), (st.ready_replicas or 0)
+        if ready < want:
+            problems.append(f"{kind} {ns}/{name}: {ready}/{want} pods ready")
+    return problems
+
+
+def simulated(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> bool:
+    """True when every running container of the component's workload pods has no container ID:
+    a kubelet (real, or the sim kubelet) always sets one; a pod only an API-level simulator (kwok)
+    moves through its phases has none. Such a component's own readiness report (KAI's Config
+    conditions) can never come, so its gate is not checked and the evidence says so."""
+    core = client.CoreV1Api(api)
+    running = []
+    for kind, ns, name in _workloads(objects, namespace):
+        obj = next((o for o in objects if o.get("kind") == kind and o["metadata"]["name"] == name), {})
+        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if kind == "DaemonSet" or not labels:
+            continue
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        pods: Any = core.list_namespaced_pod(ns, label_selector=selector)
+        for pod in pods.items:
+            running += [cs for cs in (pod.status.container_statuses or []) if cs.state and cs.state.running]
+    return bool(running) and all(not cs.container_id for cs in running)
+
+
+def wait(component: str, namespace: str, kubeconfig: Path | None, timeout_s: float, interval: float = 2.0,
+         objects: Sequence[Mapping[str, Any]] = (), skip_simulated: bool = False) -> str:
+    """Block until ``component`` reports ready: its workloads' pods ready and its own gate (KAI's
+    Config) passing. Returns ``"ready"``, or (with ``skip_simulated``, as certification asks)
+    ``"simulated"`` for a component with a gate whose pods are only simulated (see
+    ``simulated``); raises ``NotReady`` naming what is not ready after ``timeout_s``."""
     gate = GATES.get(component)
-    if gate is None:
-        return
     api = kubeapi.client_for(kubeconfig)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            problems = gate(api, namespace)
+            problems = workload_problems(api, namespace, objects)
+            if gate is not None and not problems:
+                if skip_simulated and simulated(api, namespace, objects):
+                    return "simulated"
+                problems = gate(api, namespace)
         except (HTTPError, OSError) as exc:
             problems = [f"Kubernetes API unreachable: {exc}"]
         if not problems:
-            return
+            return "ready"
         if time.monotonic() >= deadline:
-            raise errors.CheckFailed(
-                f"{component} not ready after {timeout_s:.0f}s: " + "; ".join(problems),
+            raise NotReady(
+                component, f"{component} not ready after {timeout_s:.0f}s: " + "; ".join(problems),
                 [errors.Finding(rule="readiness", message=p, component=component) for p in problems],
             )
         time.sleep(interval)

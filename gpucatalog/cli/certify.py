@@ -23,6 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "catalog certify gpu-scheduling --cluster sim --evidence out/evidence",
             "catalog certify gpu-scheduling --cluster sim --suite fault_remediation --json",
             "catalog certify slurm@0.1.0 --cluster kubeconfig=~/.kube/gpu --profile h100-8x --evidence ev",
+            "catalog certify gpu-scheduling --cluster sim --image-map kai-images.yaml --evidence out/evidence",
         ],
     )
     p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
@@ -33,7 +34,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--signing-key", type=Path, help="Ed25519 private key (default: a local key, made on first use)")
     p.add_argument("--cluster-name", default="certify", help="name of the sim/kind cluster to start (default: certify)")
     p.add_argument("--keep-cluster", action="store_true", help="leave the started cluster running afterwards")
-    p.add_argument("--ready-timeout", type=int, default=120, help="seconds to wait for the cluster to be ready (default 120)")
+    p.add_argument("--ready-timeout", type=int, default=180,
+                   help="seconds to wait for the cluster to be ready, and then for each component's readiness gate "
+                        "after its install (default 180)")
+    p.add_argument("--image-map", type=Path, metavar="FILE",
+                   help="sim only: an image-map overlay mapping images to executables on this host (bring your own "
+                        "binaries, e.g. KAI's; see docs/kai.md); default $GPU_CATALOG_IMAGE_MAP")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -50,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         cluster_name=args.cluster_name,
         keep_cluster=args.keep_cluster,
         ready_timeout_s=args.ready_timeout,
+        image_map=args.image_map,
     )
     outcome = certify.run(cat, opts, say=lambda m: print(m, file=sys.stderr))
     if args.json:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from gpucatalog.clusters import shapes
 from gpucatalog.clusters.sim import SimCluster, faults, list_clusters
 
 EPILOG = """examples:
   catalog cluster up --nodes 8 --shape h100-80gb-x8
+  catalog cluster up --image-map kai-images.yaml      # run KAI's own binaries (docs/kai.md)
   KUBECONFIG=$(catalog cluster up --name ci | tail -1) kubectl get nodes
   catalog cluster status --name ci --json
   catalog cluster inject-fault h100-node-0003 --kind xid --code 79 --gpu 2
@@ -44,6 +46,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--restart", default="always", choices=["always", "on-failure", "never"],
                     help="restart policy of the cluster's processes (default: always)")
     up.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for Ready nodes")
+    up.add_argument("--image-map", type=Path, metavar="FILE",
+                    help="image-map overlay: images to run as executables on this host (bring your own binaries); "
+                         "default $GPU_CATALOG_IMAGE_MAP")
     up.set_defaults(func=_up)
 
     st = csub.add_parser("status", help="show the cluster's processes and their health",
@@ -87,7 +92,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _up(args: argparse.Namespace) -> int:
     kubeconfig = SimCluster(args.name).up(
         args.nodes, args.shape, restart=args.restart, api_port=args.api_port, timeout=args.timeout,
-        progress=lambda m: print(m, file=sys.stderr, flush=True),
+        progress=lambda m: print(m, file=sys.stderr, flush=True), image_map=args.image_map,
     )
     print(kubeconfig)
     return 0

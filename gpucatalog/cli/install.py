@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="install even what the channel did not certify (recorded in each release's description)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--timeout", type=int, default=300, help="seconds to wait for each component (default 300)")
+    p.add_argument("--ready-timeout", type=int,
+                   help="seconds to wait for each component's readiness gate after its install (default: --timeout)")
     p.add_argument(
         "--no-readiness-gate",
         action="store_true",
@@ -107,6 +109,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         progress=lambda m: print(m, file=sys.stderr),
         gates=not args.no_readiness_gate,
+        ready_timeout_s=args.ready_timeout,
         description=description,
     )
     for d in done:

@@ -15,6 +15,7 @@ capability                  methods                             who
 :class:`InjectsFaults`      ``inject_fault``, ``clear_fault``   sim
 :class:`OffersEndpoints`    ``endpoints()``                     sim
 :class:`DescribesParts`     ``live_parts``, ``simulated_parts`` sim, kind
+:class:`RunsImageMaps`      ``use_image_map``, ``mapped_images`` sim
 ==========================  ==================================  ================================
 
 Callers ask with ``isinstance(prov, provider.InjectsFaults)`` (the protocols are runtime
@@ -125,6 +126,21 @@ class DescribesParts(Protocol):
         ...
 
 
+@runtime_checkable
+class RunsImageMaps(Protocol):
+    """A provider that runs container images as host executables from an image-map overlay
+    (bring-your-own binaries) and says which of them really ran."""
+
+    def use_image_map(self, path: Path | None) -> None:
+        """Run the images the overlay at ``path`` maps with the next ``up``; InputError (exit 2)
+        for a bad overlay, before anything starts."""
+        ...
+
+    def mapped_images(self) -> list[dict[str, Any]]:
+        """Per overlay image: executable, sha256, reported version, the pods that ran it, live."""
+        ...
+
+
 # How each capability is named in an error message.
 CAPABILITY_NAMES: dict[type, str] = {
     ExplainsUnavailable: "explaining unavailability (reason)",
@@ -133,6 +149,7 @@ CAPABILITY_NAMES: dict[type, str] = {
     InjectsFaults: "fault injection (inject_fault, clear_fault)",
     OffersEndpoints: "suite endpoints (endpoints)",
     DescribesParts: "describing live and simulated parts (live_parts, simulated_parts)",
+    RunsImageMaps: "an image-map overlay (use_image_map, mapped_images)",
 }
 
 # provider kind -> "module:Class"; the class is built as Class(cluster_name).

@@ -4,14 +4,14 @@ Shipped as its own image (``Dockerfile.gpu-health``) through ``charts/gpu-health
 ``gpucatalog.catalog``, ``gpucatalog.validators`` or ``gpucatalog.pipelines``. Layout:
 
 * parsers (pure): :mod:`parse_kmsg`, :mod:`parse_nvsmi`, :mod:`parse_nvlink`, :mod:`parse_ib`
-* policy and checks (pure): :mod:`xidpolicy`, :mod:`findings`, :mod:`checks`, :mod:`conditions`
+* policy and checks (pure): :mod:`xidpolicy`, :mod:`findings`, :mod:`checks`, :mod:`pcie`, :mod:`conditions`
 * remediation decisions (pure): :mod:`engine`, :mod:`breaker`, :mod:`leader` (``next_spec``)
-* I/O: :mod:`probes`, :mod:`hostexec`, :mod:`kube`, :mod:`agent`, :mod:`controller`,
+* I/O: :mod:`probes`, :mod:`hostexec`, :mod:`kube`, :mod:`agent`, :mod:`controller`, :mod:`health`,
   :mod:`actuator`, :mod:`slurm`; entry point :mod:`main`
 """
 
 __all__ = [
     "actuator", "agent", "breaker", "checks", "conditions", "controller", "engine", "errors", "findings",
-    "hostexec", "kube", "leader", "main", "parse_ib", "parse_kmsg", "parse_nvlink", "parse_nvsmi", "pci",
+    "health", "hostexec", "kube", "leader", "main", "parse_ib", "parse_kmsg", "parse_nvlink", "parse_nvsmi", "pci", "pcie",
     "probes", "slurm", "xidpolicy",
 ]

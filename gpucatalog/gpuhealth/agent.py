@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpucatalog.gpuhealth import conditions, engine, kube, probes
+from gpucatalog.gpuhealth import conditions, engine, health, kube, pcie, probes
 from gpucatalog.gpuhealth.errors import RemediationError
 from gpucatalog.gpuhealth.findings import Expectations
 
@@ -62,6 +62,7 @@ class Agent:
         self.event_namespace = event_namespace
         self.reported: set[str] = set()
         self.known_gpus: dict[str, tuple[int, str]] = {}  # PCI -> (index, UUID) seen so far
+        self.links = pcie.LinkHistory()  # PCIe readings under load, across cycles
         self.log = logger or (lambda msg, **kv: None)
 
     def cycle(self, now: float | None = None) -> list[conditions.Condition]:
@@ -69,7 +70,7 @@ class Agent:
         node = self.api.get(f"/api/v1/nodes/{self.node}")
         labels = (node.get("metadata") or {}).get("labels") or {}
         cfg = dataclasses.replace(self.cfg, expect=expectations_from_labels(self.cfg.expect, labels))
-        obs = probes.observe(cfg, self.known_gpus)
+        obs = probes.observe(cfg, self.known_gpus, self.links)
         conds, events = conditions.build(obs)
         previous = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
         stamp = engine.iso(now)
@@ -85,10 +86,14 @@ class Agent:
             self.log("probe failed", probe=probe, error=err)
         return conds
 
-    def run(self, stop: threading.Event, interval_s: float) -> None:
+    def run(self, stop: threading.Event, interval_s: float, probe: health.Health | None = None) -> None:
         while not stop.is_set():
             try:
                 self.cycle()
+                ok, error = True, ""
             except RemediationError as exc:
                 self.log("cycle failed; will retry", error=exc)
+                ok, error = False, str(exc)
+            if probe is not None:
+                probe.beat(ok, error)
             stop.wait(interval_s)

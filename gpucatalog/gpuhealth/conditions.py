@@ -83,6 +83,9 @@ def build(obs: Observation) -> tuple[list[Condition], list[EventSpec]]:
             )
         elif fam in failed_families:
             conds.append(Condition(fam.value, "Unknown", "ProbeFailed", "probe failed; see GpuHealthProbeError"))
+        elif obs.notes.get(fam):
+            conds.append(Condition(fam.value, "False", "NoFault",
+                                   _truncate(obs.notes[fam], f"no {fam.value} fault found; not judged: ")))
         else:
             conds.append(Condition(fam.value, "False", "NoFault", f"no {fam.value} fault found"))
     if obs.probe_errors:

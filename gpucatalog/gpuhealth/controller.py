@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucatalog.gpuhealth import conditions, engine, kube
+from gpucatalog.gpuhealth import conditions, engine, health, kube
 from gpucatalog.gpuhealth.actuator import Actuator
 from gpucatalog.gpuhealth.breaker import Breaker
 from gpucatalog.gpuhealth.errors import PermanentError, RemediationError, TemporaryError
@@ -284,9 +284,10 @@ class Controller:
             return
 
     # --- loop ---------------------------------------------------------------------------
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, probe: health.Health | None = None) -> None:
         leading = False
         while not stop.is_set():
+            ok, error = True, ""
             try:
                 is_leader = (not self.cfg.leader_election) or self.elector.try_acquire()
                 if is_leader != leading:
@@ -296,6 +297,9 @@ class Controller:
                     self.reconcile_once()
             except RemediationError as exc:
                 self.log("pass failed; will retry", error=exc)
+                ok, error = False, str(exc)
+            if probe is not None:  # a standby replica that reaches the API is as ready as the leader
+                probe.beat(ok, error)
             stop.wait(self.cfg.interval_s)
         if leading and self.cfg.leader_election:
             try:

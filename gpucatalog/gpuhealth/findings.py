@@ -39,13 +39,16 @@ DEFAULT_REASON_ACTIONS: dict[str, Action] = {
     "RowRemapFailure": Action.HARDWARE_REPAIR,  # RMA path after field diagnostics
     "RowRemapUncorrectable": Action.NONE,  # remapped successfully; trend only
     "EccUncorrectableVolatile": Action.RESET_GPU,  # DCGM_FR_VOLATILE_DBE_DETECTED -> reset
-    "PcieWidthDegraded": Action.HARDWARE_REPAIR,  # DCGM_FR_PCIE_WIDTH -> contact support
-    "PcieGenDegraded": Action.NONE,  # GPUs drop link generation at idle: report, don't act
+    # judged only while busy and after consecutive readings (pcie.py), so a finding is a real
+    # shortfall: DCGM_FR_PCIE_WIDTH / DCGM_FR_PCIE_GENERATION -> contact support
+    "PcieWidthDegraded": Action.HARDWARE_REPAIR,
+    "PcieGenDegraded": Action.HARDWARE_REPAIR,
     "NvlinkDown": Action.REBOOT,  # DCGM_FR_NVLINK_DOWN -> restart
     "InfinibandPortDown": Action.REBOOT,
     "InfinibandRateDegraded": Action.REBOOT,  # retrain first; a repeat escalates to hardware
     "InfinibandPortMissing": Action.HARDWARE_REPAIR,
     "GpuMissing": Action.REBOOT,  # like XID 79: the GPU is gone from the bus
+    "XidUnparsed": Action.NONE,  # an "NVRM: Xid" line in an unknown shape: an Event for a person
 }
 
 
@@ -86,7 +89,9 @@ class Finding:
 
 @dataclass
 class Observation:
-    """One agent cycle: findings plus the probes that failed (probe name -> error text)."""
+    """One agent cycle: findings, the probes that failed (probe name -> error text), and notes:
+    readings recorded but not judged (an idle GPU's reduced PCIe link), per family."""
 
     findings: list[Finding] = field(default_factory=list)
     probe_errors: dict[str, str] = field(default_factory=dict)
+    notes: dict[Family, list[str]] = field(default_factory=dict)

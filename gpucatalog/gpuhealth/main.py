@@ -25,7 +25,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.gpuhealth import actuator, agent, breaker, conditions, controller, engine, kube, probes, slurm
+from gpucatalog.gpuhealth import (
+    actuator,
+    agent,
+    breaker,
+    conditions,
+    controller,
+    engine,
+    health,
+    kube,
+    pcie,
+    probes,
+    slurm,
+)
 from gpucatalog.gpuhealth.errors import ConfigError, GpuHealthError, RemediationError
 from gpucatalog.gpuhealth.findings import DEFAULT_REASON_ACTIONS, Expectations
 from gpucatalog.gpuhealth.xidpolicy import Action, XidPolicy
@@ -68,6 +80,12 @@ def add_probe_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--expect-nvlinks", default=_env("GPU_HEALTH_EXPECT_NVLINKS"), help="NVLink links up per GPU")
     g.add_argument("--expect-ib-rate", default=_env("GPU_HEALTH_EXPECT_IB_RATE"), help="IB port rate, Gb/sec")
     g.add_argument("--expect-ib-ports", default=_env("GPU_HEALTH_EXPECT_IB_PORTS"))
+    g.add_argument("--pcie-busy-readings", type=int,
+                   default=int(_env("GPU_HEALTH_PCIE_BUSY_READINGS", "3") or 3),
+                   help="consecutive busy readings a PCIe link must be below the shape before it is a fault "
+                        "(idle readings are never judged; see docs/gpu-health.md)")
+    g.add_argument("--pcie-busy-util", type=int, default=int(_env("GPU_HEALTH_PCIE_BUSY_UTIL", "50") or 50),
+                   help="GPU utilisation %% that counts as busy at any performance state (P0-P2 always do)")
     g.add_argument("--xid-action", action="append", default=[], metavar="XID=ACTION",
                    help="override the catalog, e.g. 94=RESET_GPU (NONE|RESET_GPU|REBOOT|HARDWARE_REPAIR)")
     g.add_argument("--xid-default-action", default="HARDWARE_REPAIR", help="for unknown XIDs")
@@ -90,6 +108,10 @@ def probe_config(a: argparse.Namespace) -> probes.ProbeConfig:
             reasons[k] = Action.parse(v)
     except ValueError as exc:
         raise ConfigError(f"bad probe flag: {exc}") from exc
+    if a.pcie_busy_readings < 1:
+        raise ConfigError("--pcie-busy-readings must be at least 1")
+    if not 0 < a.pcie_busy_util <= 100:
+        raise ConfigError("--pcie-busy-util must be in 1..100 (percent)")
     host = Path(a.host_root)
     return probes.ProbeConfig.under_host_root(
         host, expect,
@@ -97,6 +119,7 @@ def probe_config(a: argparse.Namespace) -> probes.ProbeConfig:
         sys_root=Path(a.sys_root) if a.sys_root else None,
         nvidia_smi=tuple(shlex.split(a.nvidia_smi)),
         xid_policy=policy, reason_actions=reasons,
+        pcie_rules=pcie.PcieRules(busy_readings=a.pcie_busy_readings, busy_util_percent=a.pcie_busy_util),
     )
 
 
@@ -116,9 +139,23 @@ def cmd_agent(a: argparse.Namespace) -> int:
         conds = ag.cycle()
         print(json.dumps([c.__dict__ for c in conds], indent=1))
         return 0
-    controller.log("agent started", node=a.node, host_root=a.host_root)
-    ag.run(_stop_on_signals(), a.interval)
+    # one agent cycle may wait on nvidia-smi twice (command timeout 30 s each) and a few API calls
+    probe = _health(a, default_stale_s=3 * a.interval + 120)
+    controller.log("agent started", node=a.node, host_root=a.host_root, health=a.health_addr or "off")
+    ag.run(_stop_on_signals(), a.interval, probe)
     return 0
+
+
+def _health(a: argparse.Namespace, default_stale_s: float) -> health.Health | None:
+    """The probe state, served on ``--health-addr`` (nothing is served without one)."""
+    if not a.health_addr:
+        return None
+    stale = a.health_stale_after if a.health_stale_after is not None else default_stale_s
+    if stale <= 0:
+        raise ConfigError("--health-stale-after must be positive (seconds)")
+    probe = health.Health(stale)
+    health.serve(probe, a.health_addr)
+    return probe
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
@@ -174,9 +211,11 @@ def cmd_controller(a: argparse.Namespace) -> int:
         print(json.dumps([{"node": p.node, "from": p.state_from, "to": p.state_to,
                            "effects": [e.kind for e in p.effects]} for p in plans if not p.empty], indent=1))
         return 0
+    # a pass over many nodes makes several API calls per node (15 s timeout each)
+    probe = _health(a, default_stale_s=max(300.0, 10 * cfg.interval_s))
     controller.log("controller started", namespace=cfg.namespace, dry_run=cfg.policy.dry_run,
-                   identity=cfg.identity)
-    ctl.run(_stop_on_signals())
+                   identity=cfg.identity, health=a.health_addr or "off")
+    ctl.run(_stop_on_signals(), probe)
     return 0
 
 
@@ -194,6 +233,14 @@ def cmd_breaker_reset(a: argparse.Namespace) -> int:
     return 0
 
 
+def add_health_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--health-addr", default=_env("GPU_HEALTH_HEALTH_ADDR", ""),
+                   help="serve /healthz and /readyz on HOST:PORT (the chart: the pod IP); default: off")
+    p.add_argument("--health-stale-after", type=float, default=None,
+                   help="seconds without a finished loop iteration before /healthz fails (default: "
+                        "agent 3 x interval + 120, controller max(300, 10 x interval))")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu-health", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -206,6 +253,7 @@ def parser() -> argparse.ArgumentParser:
     ag.add_argument("--interval", type=float, default=float(_env("GPU_HEALTH_INTERVAL", "10") or 10))
     ag.add_argument("--event-namespace", default="default")
     ag.add_argument("--once", action="store_true", help="one cycle, print the conditions, exit")
+    add_health_flags(ag)
     ag.set_defaults(fn=cmd_agent)
 
     vf = sub.add_parser("verify", help="probe once; exit 0 when healthy (the verification workload)",
@@ -241,6 +289,7 @@ def parser() -> argparse.ArgumentParser:
     ct.add_argument("--lease-name", default="gpu-health-controller")
     ct.add_argument("--identity", default=_env("POD_NAME", f"gpu-health-{os.getpid()}"))
     ct.add_argument("--once", action="store_true", help="one reconcile pass (no leader election), print plans")
+    add_health_flags(ct)
     ct.set_defaults(fn=cmd_controller)
 
     br = sub.add_parser("breaker-reset", help="close a tripped circuit breaker (a deliberate human act)",

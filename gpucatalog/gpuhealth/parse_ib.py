@@ -1,8 +1,10 @@
 """Pure parsers for InfiniBand port sysfs files (``/sys/class/infiniband/<dev>/ports/<n>/…``).
 
-``state`` is ``"%d: %s"`` (``4: ACTIVE``), ``phys_state`` likewise (``5: LinkUp``), ``rate`` is
-``"%d%s Gb/sec (%dX%s)"`` (``400 Gb/sec (4X NDR)``, ``2.5 Gb/sec (1X SDR)``). Called by the
-InfiniBand probe; raises :class:`ProbeError` on text that is not in these shapes.
+``state`` is ``"%d: %s"`` (``4: ACTIVE``, ``5: ACTIVE_DEFER``), ``phys_state`` likewise
+(``5: LinkUp``, ``7: Phy Test``), ``rate`` is ``"%d%s Gb/sec (%dX%s)"`` (``400 Gb/sec (4X NDR)``,
+``400 Gb/sec (8X HDR)``, ``2.5 Gb/sec (1X SDR)``); kernels before 3.x named no speed for SDR
+(``10 Gb/sec (4X)``). Called by the InfiniBand probe; raises :class:`ProbeError` on text that is
+not in these shapes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from gpucatalog.gpuhealth.errors import ProbeError
 
 PROBE = "infiniband"
 _STATE = re.compile(r"^\s*(\d+):\s*([A-Za-z_]+)\s*$")
-_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Za-z0-9]+)\))?\s*$")
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Za-z0-9]+)?\))?\s*$")
 
 
 @dataclass(frozen=True)

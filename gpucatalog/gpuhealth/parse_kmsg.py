@@ -1,13 +1,20 @@
 """Pure parser for the kernel log as the NVIDIA driver writes it (``/dev/kmsg`` records, dmesg or
-journald lines): XID errors (plain and MIG forms), PCI->UUID announcements and the GPU-reset
-outcome lines a reset job logs. Called by the agent's kmsg probe and by tests with fixtures.
+journald lines): XID errors (plain and MIG forms, every driver generation), the multi-line
+"fallen off the bus" report that newer drivers print without an XID, PCI->UUID announcements and
+the GPU-reset outcome lines a reset job logs. Called by the agent's kmsg probe and by tests.
 
-Accepted shapes (prefixes such as ``6,1234,5678,-;`` or ``kernel: [16450076.43] `` are ignored)::
+Accepted shapes (prefixes such as ``6,1234,5678,-;``, ``kernel: [16450076.43] `` or
+``[Wed Jul 31 23:14:18 2024] `` are ignored; real published examples, with their sources, are in
+tests/gpuhealth/data/public_driver_output.yaml)::
 
+    NVRM: Xid (0000:03:00): 14, Channel 00000001                       (R3xx-era drivers: no "PCI:")
     NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
-    NVRM: Xid (PCI:0000:3b:00): 13, GPU-I:05, GPU-CI:00, pid=7194, name=train, Graphics Exception …
-    NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). …
-    NVRM: GPU at PCI:0000:03:00: GPU-455d8f70-2051-db6c-0430-5f8f5b9a5b2a
+    NVRM: Xid (PCI:0000:c1:00): 31, pid=12890, Ch 0000003b, …           (no name=)
+    NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: …     (MIG: GPU instance)
+    NVRM: Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:00): 43, pid=…, name=…    (MIG: and compute instance)
+    NVRM: Xid (PCI:0000:3b:00): 13, GPU-I:05, GPU-CI:00, pid=7194, …    (instance after the code)
+    NVRM: The NVIDIA GPU 0000:b3:00.0 / … / NVRM: fallen off the bus …  (no XID: read as XID 79)
+    NVRM: GPU at PCI:0000:03:00: GPU-455d8f70-2051-db6c-0430-5f8f5b9a5b2a   ("PCI:" optional)
     GPU reset executed: GPU-455d8f70-2051-db6c-0430-5f8f5b9a5b2a, success: true
 """
 
@@ -18,14 +25,22 @@ from dataclasses import dataclass, field
 
 from gpucatalog.gpuhealth import pci
 
-_XID = re.compile(
-    r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F:.]+)(?:\s+GPU-I:(?P<gi>\d+))?\):\s*(?P<xid>\d+)\s*(?:,\s*(?P<rest>.*))?$"
-)
+# Lenient inside the parentheses (every driver generation puts something else there), strict on
+# the code that follows them.
+_XID = re.compile(r"NVRM: Xid \((?P<inside>[^)]*)\):?\s*(?P<xid>\d+)\b\s*(?:,\s*(?P<rest>.*))?$")
+_BDF_IN = re.compile(r"(?:PCI:)?(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?)")
+_GI_IN = re.compile(r"GPU-I:\s*(\d+)")
+_CI_IN = re.compile(r"GPU-CI:\s*(\d+)")
 _GI = re.compile(r"(?:^|,\s*)GPU-I:\s*(\d+)")
 _CI = re.compile(r"(?:^|,\s*)GPU-CI:\s*(\d+)")
 _PID = re.compile(r"(?:^|,\s*)pid=('?<unknown>'?|\d+)")
 _NAME = re.compile(r"(?:^|,\s*)name=([^,]*)")
-_UUID_AT = re.compile(r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<uuid>GPU-[0-9a-fA-F-]+)")
+_UUID_AT = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<pci>[0-9a-fA-F:.]+?):? (?P<uuid>GPU-[0-9a-fA-F-]+)")
+# R570+: "NVRM: The NVIDIA GPU 0000:b3:00.0" … "NVRM: fallen off the bus and is not responding to
+# commands." as one multi-line record (dmesg indents the continuation lines) and no XID at all.
+_FALLEN_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?)")
+_FALLEN = re.compile(r"fallen off the bus")
+FALLEN_WITHIN_LINES = 4
 _RESET = re.compile(r"GPU reset executed: (?P<uuid>GPU-[0-9a-fA-F-]+), success: (?P<ok>true|false)", re.I)
 # Lines that merely look like XIDs but did not parse are kept so they can be reported raw.
 _XID_LIKE = re.compile(r"NVRM: Xid")
@@ -68,33 +83,53 @@ def _message(line: str) -> str:
     return line
 
 
+def _first_int(*matches: re.Match[str] | None) -> int | None:
+    for m in matches:
+        if m:
+            return int(m.group(1))
+    return None
+
+
 def parse(text: str) -> KmsgScan:
     """Scan a whole kernel-log text; never raises on garbage (unknown lines are skipped)."""
     scan = KmsgScan()
-    for no, raw_line in enumerate(text.splitlines(), start=1):
+    # /dev/kmsg escapes a multi-line record's newlines as \x0a
+    lines = text.replace("\\x0a", "\n").splitlines()
+    fallen_at: tuple[int, str] | None = None  # (line, PCI) of "The NVIDIA GPU …" awaiting its verdict
+    for no, raw_line in enumerate(lines, start=1):
         line = _message(raw_line.rstrip("\r"))
         m = _XID.search(line)
         if m:
             rest = (m.group("rest") or "").strip()
-            gi = m.group("gi")
-            gim = _GI.search(rest)
-            cim = _CI.search(rest)
+            inside = m.group("inside")
+            bdf = _BDF_IN.search(inside)
             pidm = _PID.search(rest)
             namem = _NAME.search(rest)
             pid = pidm.group(1) if pidm else None
             scan.xids.append(
                 XidEvent(
                     line_no=no,
-                    pci=pci.normalize(m.group("pci")),
+                    pci=pci.normalize(bdf.group("pci") if bdf else inside),
                     xid=int(m.group("xid")),
-                    gpu_instance=int(gi) if gi else (int(gim.group(1)) if gim else None),
-                    compute_instance=int(cim.group(1)) if cim else None,
+                    gpu_instance=_first_int(_GI_IN.search(inside), _GI.search(rest)),
+                    compute_instance=_first_int(_CI_IN.search(inside), _CI.search(rest)),
                     pid=int(pid) if pid and pid.isdigit() else None,
                     process=namem.group(1).strip() if namem else None,
                     text=rest,
                     raw=line.strip(),
                 )
             )
+            continue
+        f = _FALLEN_GPU.search(line)
+        if f:
+            fallen_at = (no, pci.normalize(f.group("pci")))
+        if fallen_at and _FALLEN.search(line) and no - fallen_at[0] <= FALLEN_WITHIN_LINES:
+            start = fallen_at[0]
+            scan.xids.append(XidEvent(
+                line_no=no, pci=fallen_at[1], xid=79, gpu_instance=None, compute_instance=None, pid=None,
+                process=None, text="GPU has fallen off the bus (reported by the driver without an XID)",
+                raw=" ".join(_message(x).strip() for x in lines[start - 1:no])))
+            fallen_at = None
             continue
         u = _UUID_AT.search(line)
         if u:

@@ -1,8 +1,9 @@
 """Pure parser for ``nvidia-smi -q -x`` (XML, ``nvsmi_device_v12.dtd`` and earlier).
 
-Extracts per GPU what the checks compare: product, UUID, PCI bus id, PCIe current/max link
-generation and width, row-remapping counters and flags, volatile uncorrectable ECC, and the
-driver's GPU recovery action. ``N/A`` and missing fields become ``None`` (older drivers, MIG).
+Extracts per GPU what the checks compare: product, UUID, PCI bus id, performance state and GPU
+utilisation (whether the GPU is busy), PCIe current/max link generation and width (the link's
+maximum and, on newer drivers, the GPU's and the host's own maxima), row-remapping counters and
+flags, volatile uncorrectable ECC, and the driver's GPU recovery action. ``N/A`` and missing fields become ``None`` (older drivers, MIG).
 Truncated or non-XML output raises :class:`ProbeError`. Called by the nvidia-smi probe.
 """
 
@@ -25,7 +26,7 @@ class GpuReading:
     uuid: str
     pci_bus_id: str
     pcie_gen_current: int | None
-    pcie_gen_max: int | None
+    pcie_gen_max: int | None  # max_link_gen: what the link can train to (GPU and host side)
     pcie_width_current: int | None
     pcie_width_max: int | None
     remap_correctable: int | None
@@ -34,6 +35,10 @@ class GpuReading:
     remap_failure: bool | None
     ecc_volatile_uncorrectable: int | None
     recovery_action: str | None
+    performance_state: str | None = None  # "P0" (full power) … "P12"; None when not reported
+    gpu_util_percent: int | None = None
+    pcie_gen_max_device: int | None = None  # max_device_link_gen: the GPU's own maximum
+    pcie_gen_max_host: int | None = None  # max_host_link_gen: the host port's maximum
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,10 @@ def parse(xml_text: str) -> SmiReading:
                 remap_failure=_bool(rows, "remapped_row_failure"),
                 ecc_volatile_uncorrectable=_ecc_unc(gpu),
                 recovery_action=_text(gpu, "gpu_recovery_action"),
+                performance_state=_text(gpu, "performance_state"),
+                gpu_util_percent=_int(gpu, "utilization/gpu_util"),
+                pcie_gen_max_device=_int(link, "pcie_gen/max_device_link_gen"),
+                pcie_gen_max_host=_int(link, "pcie_gen/max_host_link_gen"),
             )
         )
     attached = _int(root, "attached_gpus")

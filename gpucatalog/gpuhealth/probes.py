@@ -14,9 +14,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpucatalog.gpuhealth import checks, hostexec, parse_ib, parse_kmsg, parse_nvlink, parse_nvsmi
+from gpucatalog.gpuhealth import checks, hostexec, parse_ib, parse_kmsg, parse_nvlink, parse_nvsmi, pcie
 from gpucatalog.gpuhealth.errors import ProbeError
-from gpucatalog.gpuhealth.findings import Expectations, Observation
+from gpucatalog.gpuhealth.findings import Expectations, Family, Observation
 from gpucatalog.gpuhealth.xidpolicy import Action, XidPolicy
 
 KMSG_MAX_BYTES = 16 * 1024 * 1024
@@ -31,6 +31,7 @@ class ProbeConfig:
     xid_policy: XidPolicy = field(default_factory=XidPolicy)
     reason_actions: dict[str, Action] | None = None
     command_timeout: float = 30.0
+    pcie_rules: pcie.PcieRules = field(default_factory=pcie.PcieRules)
 
     @classmethod
     def under_host_root(
@@ -43,6 +44,7 @@ class ProbeConfig:
         nvidia_smi: tuple[str, ...] = ("nvidia-smi",),
         xid_policy: XidPolicy | None = None,
         reason_actions: dict[str, Action] | None = None,
+        pcie_rules: pcie.PcieRules | None = None,
     ) -> ProbeConfig:
         return cls(
             kmsg_path=kmsg_path or host_root / "dev" / "kmsg",
@@ -51,6 +53,7 @@ class ProbeConfig:
             expect=expect,
             xid_policy=xid_policy or XidPolicy(),
             reason_actions=reason_actions,
+            pcie_rules=pcie_rules or pcie.PcieRules(),
         )
 
 
@@ -119,6 +122,10 @@ def _read(path: Path) -> str:
 
 
 def read_ib(sys_root: Path) -> list[checks.IbPort]:
+    """Every port under ``class/infiniband``. The kernel refuses to read ``rate`` (EINVAL) when a
+    port has no valid active width, which happens on a port that is down: the rate of a port that
+    is not ACTIVE is never judged, so it is then recorded as unknown instead of failing the probe
+    (and hiding the port that is down)."""
     base = sys_root / "class" / "infiniband"
     if not base.is_dir():
         return []
@@ -130,23 +137,27 @@ def read_ib(sys_root: Path) -> list[checks.IbPort]:
         for port in sorted(pdir.iterdir(), key=lambda p: p.name):
             layer_file = port / "link_layer"
             layer = _read(layer_file).strip() if layer_file.exists() else "InfiniBand"
-            ports.append(
-                checks.IbPort(
-                    device=dev.name,
-                    port=port.name,
-                    state=parse_ib.parse_state(_read(port / "state")),
-                    rate=parse_ib.parse_rate(_read(port / "rate")),
-                    link_layer=layer,
-                )
-            )
+            state = parse_ib.parse_state(_read(port / "state"))
+            try:
+                rate: parse_ib.PortRate | None = parse_ib.parse_rate(_read(port / "rate"))
+            except ProbeError:
+                if state.name in checks.UP_STATES:
+                    raise
+                rate = None
+            ports.append(checks.IbPort(device=dev.name, port=port.name, state=state, rate=rate, link_layer=layer))
     return ports
 
 
-def observe(cfg: ProbeConfig, known_gpus: dict[str, tuple[int, str]] | None = None) -> Observation:
+def observe(
+    cfg: ProbeConfig,
+    known_gpus: dict[str, tuple[int, str]] | None = None,
+    links: pcie.LinkHistory | None = None,
+) -> Observation:
     """Run every probe; a failing probe is recorded in ``probe_errors`` and the others still run.
 
-    ``known_gpus`` (PCI -> (index, UUID)) is the caller's memory of earlier cycles; it is updated
-    in place, so an XID of a GPU that has since fallen off the bus still names that GPU.
+    ``known_gpus`` (PCI -> (index, UUID)) and ``links`` (PCIe readings under load) are the
+    caller's memory of earlier cycles, updated in place: an XID of a GPU that has since fallen
+    off the bus still names that GPU, and a PCIe shortfall counts over consecutive busy readings.
     """
     obs = Observation()
     gpus = known_gpus if known_gpus is not None else {}
@@ -154,12 +165,19 @@ def observe(cfg: ProbeConfig, known_gpus: dict[str, tuple[int, str]] | None = No
         smi = read_smi(cfg)
         gpus.update(checks.gpu_map(smi))
         obs.findings += checks.check_smi(smi, cfg.expect, cfg.reason_actions)
+        link_findings, link_notes = pcie.judge(smi, cfg.expect, cfg.pcie_rules,
+                                               links if links is not None else pcie.LinkHistory(),
+                                               cfg.reason_actions)
+        obs.findings += link_findings
+        if link_notes:
+            obs.notes[Family.PCIE] = link_notes
     except ProbeError as exc:
         obs.probe_errors["nvidia-smi"] = exc.detail
     try:
         scan = parse_kmsg.parse(read_kmsg(cfg.kmsg_path))
         uuids = {pci: uuid for pci, (_, uuid) in gpus.items()}
         obs.findings += checks.check_xids(parse_kmsg.active_xids(scan, uuids), cfg.xid_policy, gpus)
+        obs.findings += checks.check_unparsed_xids(scan.unparsed, cfg.reason_actions)
     except ProbeError as exc:
         obs.probe_errors["kmsg"] = exc.detail
     if cfg.expect.nvlinks_per_gpu is not None:

@@ -42,6 +42,11 @@ BUCKET_ACTIONS: dict[str, Action] = {
     "CHECK_UVM": Action.NONE,  # "If UVM/vGPU is being utilized, RESET_GPU; otherwise IGNORE"
     "RESET_GPU": Action.RESET_GPU,
     "WORKFLOW_XID_48": Action.RESET_GPU,  # "Solo: RESET_GPU"
+    # XID 45 is logged whenever the driver tears down an aborted application (Ctrl-C, SIGKILL, a
+    # GPU reset): "Not Solo: IGNORE (follow other Xid)"; solo it asks for a fabric-manager restart,
+    # which is not a node repair. Real logs show it by the dozen after any crash (see
+    # tests/gpuhealth/data/public_driver_output.yaml), so it is an Event, never a quarantine.
+    "WORKFLOW_XID_45": Action.NONE,
     "RECOVER_FEATURE_RESET_GPU": Action.RESET_GPU,
     "RESTART_BM": Action.REBOOT,
     "RESTART_VM": Action.REBOOT,

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from gpucatalog.catalog import install, model, render
 from gpucatalog.clusters import provider as providers
 from gpucatalog.core import errors
-from gpucatalog.pipelines import cluster_facts, evidence, keys
+from gpucatalog.pipelines import cluster_facts, evidence, keys, logscan
 from gpucatalog.toolchain import build
 from gpucatalog.validators import bundle_checks
 from gpucatalog.validators.conformance import SUITES, base
@@ -35,7 +37,8 @@ class Options:
     cluster_name: str = "certify"
     keep_cluster: bool = False
     install_timeout_s: int = 300
-    ready_timeout_s: int = 120  # for the cluster's API server and nodes
+    ready_timeout_s: int = 180  # for the cluster's API server and nodes, and for each component's readiness gate
+    image_map: Path | None = None  # an image-map overlay for the sim (bring-your-own binaries)
 
 
 @dataclass
@@ -132,6 +135,27 @@ def _check_suite_needs(prov: providers.ClusterProvider, kind: str, suite_names: 
             raise providers.missing(need, kind=kind, needed_by=f"suite {name!r}", field="--suite")
 
 
+def _use_image_map(prov: providers.ClusterProvider, kind: str, path: Path | None) -> None:
+    """--image-map: validated by the provider before any cluster starts (exit 2 when bad, or
+    when the provider cannot run host executables for images)."""
+    if path is None:
+        return
+    if not isinstance(prov, providers.RunsImageMaps):
+        raise providers.missing(providers.RunsImageMaps, kind=kind, needed_by="--image-map", field="--image-map")
+    prov.use_image_map(path)
+
+
+def _mapped_images(prov: providers.ClusterProvider, info: dict[str, Any]) -> list[base.SuiteResult]:
+    """Record each bring-your-own binary (sha256, reported version, the pods that really ran
+    it); one that ran for an image tag naming another version fails the run."""
+    if not isinstance(prov, providers.RunsImageMaps):
+        return []
+    info["images"] = prov.mapped_images()
+    wrong = [f"{m['image']} ran as tag {', '.join(m['tags'])} but {m['executable']} reports {m['version']}"
+             for m in info["images"] if m["live"] and not m["version_matches"]]
+    return [_failed_step("image-map", "; ".join(wrong), 0.0)] if wrong else []
+
+
 def _add_node_groups(prov: providers.ClusterProvider, kind: str, groups: list[Any], say: Say) -> None:
     """The profile's ``cluster.extraNodes`` ([{nodes, shape}]): more nodes of other shapes."""
     if not groups:
@@ -151,6 +175,20 @@ def _start_services(prov: providers.ClusterProvider, rb: render.RenderedBundle, 
     for line in started:
         say(f"started {line}")
     return started
+
+
+def _scan_logs(rb: render.RenderedBundle, kubeconfig: Path, opts: Options, results: list[base.SuiteResult],
+               say: Say) -> None:
+    """The ``logs`` suite: components' declared fatal log lines (KAI: ``forbidden``); the logs
+    read are kept with the evidence."""
+    keep = opts.evidence_dir / "logs" / "pods" if opts.evidence_dir is not None else None
+    try:
+        scanned = logscan.scan(rb, kubeconfig, keep, say)
+    except (OSError, ApiException) as exc:
+        results.append(_failed_step("logs", f"could not scan the components' logs: {exc}", 0.0))
+        return
+    if scanned is not None:
+        results.append(scanned)
 
 
 def _signing_key(opts: Options, say: Say) -> Path:
@@ -213,8 +251,9 @@ def _on_cluster(
     if not prov.available():
         raise errors.InputError(f"cluster provider {kind!r} cannot run here: {providers.unavailable_reason(prov)}", field="--cluster")
     _check_suite_needs(prov, kind, suite_names)
+    _use_image_map(prov, kind, opts.image_map)
     results: list[base.SuiteResult] = []
-    started_cluster = False
+    started_cluster = installing = False
     t0 = time.monotonic()
     try:
         if kind == "kubeconfig":
@@ -240,15 +279,22 @@ def _on_cluster(
         except errors.CatalogError as exc:
             results.append(_failed_step("services", str(exc), time.monotonic() - t1))
             return results
+        not_ready: list[str] = []
+        installing = True
         try:
-            # No readiness gates here: each suite's preflight checks the components it needs (KAI's
-            # Config conditions …) and names what is missing, so one broken component fails only
-            # the suites that depend on it.
-            install.install(rb, kubeconfig, timeout_s=opts.install_timeout_s, progress=say, gates=False)
+            # Each component's readiness gate, in order, before any suite (KAI's webhooks must serve
+            # before team-queues' Queues arrive). A gate that times out fails the run, naming what
+            # is not ready, and the suites still run: their preflights say what they miss.
+            done = install.install(rb, kubeconfig, timeout_s=opts.install_timeout_s, progress=say, gates=True,
+                                   ready_timeout_s=opts.ready_timeout_s, not_ready=lambda e: not_ready.append(str(e)))
         except errors.CatalogError as exc:
             results.append(_failed_step("install", str(exc), time.monotonic() - t1))
             return results
+        info["readiness"] = {d.component: d.readiness for d in done}
+        if not_ready:
+            results.append(_failed_step("readiness", "; ".join(not_ready), time.monotonic() - t1))
         info["live"], info["simulated"] = cluster_facts.live_and_simulated(prov)
+        results += _mapped_images(prov, info)
         params: dict[str, Any] = {"bundle_values": {c.name: c.values for c in rb.components}}
         if isinstance(prov, providers.InjectsFaults):
             params.update(inject_fault=prov.inject_fault, clear_fault=prov.clear_fault)
@@ -262,6 +308,8 @@ def _on_cluster(
             results.append(suite.run(ctx))
         return results
     finally:
+        if installing:
+            _scan_logs(rb, kubeconfig, opts, results, say)
         failed = any(r.result == "failed" for r in results)
         if failed and opts.evidence_dir is not None:
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -57,22 +58,55 @@ def _iso(t: float | str) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain JSON: str keys, lists for tuples and sets, finite floats (NaN and
+    infinities become None), anything else as its text. Case details are free-form, and one odd
+    value must not stop the statement from being signed."""
+    if depth > 50:
+        return str(value)
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v, depth + 1) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((_jsonable(v, depth + 1) for v in value), key=str)
+    return str(value)
+
+
+def _seconds(value: Any) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return out if math.isfinite(out) else 0.0
+
+
+def _case_result(c: Mapping[str, Any]) -> str:
+    """A case's result as recorded; anything but passed, failed or skipped counts as failed."""
+    result = c.get("result")
+    return result if result in ("passed", "failed", "skipped") else "failed"
+
+
 def _suite_dict(s: SuiteLike | Mapping[str, Any]) -> dict[str, Any]:
     d = dict(s) if isinstance(s, Mapping) else s.to_dict()
-    cases = [dict(c) for c in d.get("cases", [])]
+    cases = [dict(c) for c in d.get("cases", []) if isinstance(c, Mapping)]
     # Recompute the verdict from the cases: a summary that disagrees with its cases is not trusted.
     return {
-        "name": d["name"],
-        "result": suite_verdict(cases),
-        "seconds": d.get("seconds", 0.0),
-        "started": d.get("started", 0.0),
+        "name": str(d.get("name", "?")),
+        "result": suite_verdict([{"result": _case_result(c)} for c in cases]),
+        "seconds": _seconds(d.get("seconds", 0.0)),
+        "started": _jsonable(d.get("started", 0.0)),
         "cases": [
             {
-                "name": c["name"],
-                "result": c["result"],
-                "reason": c.get("reason", ""),
-                "seconds": c.get("seconds", 0.0),
-                "details": c.get("details", {}),
+                "name": str(c.get("name", "?")),
+                "result": _case_result(c),
+                "reason": str(c.get("reason", "") or ""),
+                "seconds": _seconds(c.get("seconds", 0.0)),
+                "details": _jsonable(c.get("details", {})),
             }
             for c in cases
         ],
@@ -124,8 +158,8 @@ def build_statement(
             "bundle": bundle,
             "version": version,
             "profile": profile,
-            "cluster": dict(cluster),
-            "tools": dict(tools),
+            "cluster": _jsonable(cluster),
+            "tools": _jsonable(tools),
             "suites": suite_dicts,
             "started": _iso(started),
             "finished": _iso(finished),
@@ -150,12 +184,23 @@ def write_evidence(out_dir: Path, statement: Mapping[str, Any], signing_key_path
     ``statement.json``, ``junit.xml`` and ``report.html`` into ``out_dir``. The key is loaded (and
     its permissions checked) before anything is written."""
     key = keys.load_private(signing_key_path)
+    statement = _jsonable(statement)
     envelope = sign_statement(statement, key)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = EvidencePaths(out_dir / ENVELOPE, out_dir / STATEMENT, out_dir / JUNIT, out_dir / REPORT)
     _write(paths.statement, json.dumps(statement, indent=2) + "\n")
-    _write(paths.junit, junit.render(statement["predicate"]))
-    _write(paths.report, report.render(statement))
+    # The renderings are conveniences; the signed envelope is the evidence. A rendering that
+    # fails on some detail is replaced by a note, never at the cost of the envelope.
+    try:
+        text = junit.render(statement["predicate"])
+    except Exception as exc:  # noqa: BLE001 - any rendering bug must not lose the signed evidence
+        text = junit.failure_note(statement["predicate"], f"{type(exc).__name__}: {exc}")
+    _write(paths.junit, text)
+    try:
+        text = report.render(statement)
+    except Exception as exc:  # noqa: BLE001 - any rendering bug must not lose the signed evidence
+        text = report.failure_note(statement, f"{type(exc).__name__}: {exc}")
+    _write(paths.report, text)
     _write(paths.envelope, json.dumps(envelope, indent=2) + "\n")  # last: its presence means complete
     return paths
 

@@ -11,6 +11,8 @@ read the free-form case details the suites record: ``details["placements"] =
 from __future__ import annotations
 
 import hashlib
+import html
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,11 +45,15 @@ def _colour_for(name: str) -> str:
 
 
 def _ticks(span: float, width: float) -> list[dict[str, Any]]:
-    step = next((s for s in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800) if span / s <= 10), 3600)
-    out, t = [], 0.0
-    while t <= span + 1e-9:
+    steps = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600)
+    # Past ten hours, ten equal steps (a bogus span must not make a million ticks).
+    step: float = next((s for s in steps if span / s <= 10), span / 10)
+    out = []
+    for i in range(11):
+        t = i * step
+        if t > span + 1e-9:
+            break
         out.append({"x": LABEL_W + t / span * width, "label": f"{round(t, 3):g}s"})
-        t += step
     return out
 
 
@@ -56,11 +62,11 @@ def suite_timelines(suites: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for s in suites:
         cases = s.get("cases", [])
-        span = max(sum(float(c.get("seconds", 0.0)) for c in cases), 0.001)
+        span = max(sum(max(_number(c.get("seconds")) or 0.0, 0.0) for c in cases), 0.001)
         width = WIDTH - LABEL_W - 60
         bars, t = [], 0.0
         for i, c in enumerate(cases):
-            secs = float(c.get("seconds", 0.0))
+            secs = max(_number(c.get("seconds")) or 0.0, 0.0)
             bars.append({
                 "y": 20 + i * ROW_H, "label": c["name"], "x": LABEL_W + t / span * width,
                 "w": max(secs / span * width, 2.0), "colour": RESULT_COLOURS.get(c.get("result", ""), "#9aa1a9"),
@@ -73,48 +79,125 @@ def suite_timelines(suites: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+MAX_GPU_COLUMNS = 64  # a picture never grows wider than this many GPUs per node, whatever details say
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, or None (details are free-form: None, strings, NaN …)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _index(gpu: Any) -> int | None:
+    """A GPU given as a small whole number (``0``, ``"3"``) is drawn at that column."""
+    n = _number(gpu)
+    return int(n) if n is not None and n.is_integer() and 0 <= n < MAX_GPU_COLUMNS else None
+
+
+class _NodeGpus:
+    """The GPUs of one node as the report draws them: numbered GPUs at their index, then each
+    named one (KAI's ``group/GPU-<uuid>``) in order of appearance, then each whole GPU a pod took
+    without naming it."""
+
+    def __init__(self) -> None:
+        self.numbered: dict[int, list[tuple[str, float]]] = {}
+        self.named: dict[str, list[tuple[str, float]]] = {}
+        self.anonymous: list[tuple[str, tuple[str, float]]] = []
+
+    def add(self, p: Mapping[str, Any]) -> None:
+        pod = str(p.get("pod") if p.get("pod") is not None else "?")
+        gpu = p.get("gpu")
+        fraction = _number(p.get("fraction"))
+        whole = _number(p.get("gpus"))
+        if fraction is not None and fraction > 0:
+            share = (pod, fraction)
+        elif whole is not None and whole >= 1:
+            # A whole-GPU pod (KAI: fraction None, gpus N) fills N devices.
+            if gpu is None:
+                for i in range(min(int(whole), MAX_GPU_COLUMNS)):
+                    self.anonymous.append((f"{pod}#{i}", (pod, 1.0)))
+                return
+            share = (pod, 1.0)
+        else:
+            share = (pod, 1.0)  # an older or odd record: one device's worth
+        index = _index(gpu)
+        if index is not None:
+            self.numbered.setdefault(index, []).append(share)
+        elif gpu is None or gpu == "":
+            self.anonymous.append((f"{pod}#0", share))
+        else:
+            self.named.setdefault(str(gpu), []).append(share)
+
+    def columns(self, width: int) -> list[tuple[str, list[tuple[str, float]]]]:
+        """(label, shares) per GPU column: at least ``width`` columns (the node's GPUs), named and
+        unnamed GPUs in the columns no numbered GPU took, at most MAX_GPU_COLUMNS."""
+        n = max([width] + [i + 1 for i in self.numbered])
+        cols = [(str(i), self.numbered.get(i, [])) for i in range(n)]
+        free = [i for i in range(n) if i not in self.numbered]
+        extra = list(self.named.items()) + [("whole", [share]) for _label, share in self.anonymous]
+        for label, shares in extra:
+            if free:
+                cols[free.pop(0)] = (label, shares)
+            else:
+                cols.append((label, shares))
+        return cols[:MAX_GPU_COLUMNS]
+
+
 def gpu_allocations(suites: list[Mapping[str, Any]], cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
     """For each case that recorded placements: per node a row of GPUs, each filled by the
-    fractions of the pods placed on it (one colour per pod)."""
-    node_gpus = {n.get("name"): int(n.get("gpus", 0)) for n in cluster.get("nodes", []) if isinstance(n, Mapping)}
+    fractions of the pods placed on it (one colour per pod). Takes every shape a suite records
+    (numbered GPUs, KAI's GPU-group strings, whole-GPU pods without a fraction) and ignores what
+    it cannot read."""
+    node_gpus: dict[str, int] = {}
+    for n in cluster.get("nodes", []) if isinstance(cluster.get("nodes"), list) else []:
+        if isinstance(n, Mapping):
+            node_gpus[str(n.get("name"))] = int(min(max(_number(n.get("gpus")) or 0, 0), MAX_GPU_COLUMNS))
     pictures = []
     for s in suites:
         for c in s.get("cases", []):
-            placements = c.get("details", {}).get("placements")
-            if not placements:
+            details = c.get("details") if isinstance(c, Mapping) else None
+            placements = details.get("placements") if isinstance(details, Mapping) else None
+            if not isinstance(placements, list):
                 continue
-            by_node: dict[str, dict[int, list[tuple[str, float]]]] = {}
+            by_node: dict[str, _NodeGpus] = {}
             for p in placements:
-                gpu = int(p.get("gpu", 0))
-                by_node.setdefault(str(p.get("node")), {}).setdefault(gpu, []).append(
-                    (str(p.get("pod")), float(p.get("fraction", 1.0))))
+                if isinstance(p, Mapping):
+                    by_node.setdefault(str(p.get("node") if p.get("node") is not None else "?"), _NodeGpus()).add(p)
+            if not by_node:
+                continue
             nodes = sorted(by_node)
-            n_gpus = max([node_gpus.get(n, 0) for n in nodes] + [max(g.keys()) + 1 for g in by_node.values()])
+            columns = {n: by_node[n].columns(node_gpus.get(n, 0)) for n in nodes}
+            n_gpus = max(len(cols) for cols in columns.values())
             cell_w = min((WIDTH - LABEL_W - 20) / max(n_gpus, 1), 90)
             cell_h = 34
-            pods = sorted({str(p.get("pod")) for p in placements})
+            pods = sorted({pod for cols in columns.values() for _l, shares in cols for pod, _f in shares})
             # Colours by position within the picture, so neighbouring pods never share one.
             colour = {pod: _PALETTE[i % len(_PALETTE)] for i, pod in enumerate(pods)}
             rows, legend = [], {}
             for r, node in enumerate(nodes):
                 y = 24 + r * (cell_h + 10)
                 cells = []
-                for g in range(n_gpus):
+                for g, (label, shares) in enumerate(columns[node]):
                     x = LABEL_W + g * cell_w
                     segs, used = [], 0.0
-                    for pod, frac in by_node[node].get(g, []):
+                    for pod, frac in shares:
                         # Stack fractions bottom-up; over-allocation shows as a red outline.
                         segs.append({"x": x + 2, "y": y + cell_h * (1 - min(used + frac, 1.0)),
                                      "w": cell_w - 4, "h": cell_h * min(frac, max(1.0 - used, 0.0)),
-                                     "colour": colour[pod], "title": f"{pod}: {frac:g} of GPU {g} on {node}"})
+                                     "colour": colour[pod], "title": f"{pod}: {frac:g} of GPU {label} on {node}"})
                         legend[pod] = colour[pod]
                         used += frac
-                    cells.append({"x": x + 2, "y": y, "w": cell_w - 4, "h": cell_h, "segs": segs, "gpu": g,
+                    cells.append({"x": x + 2, "y": y, "w": cell_w - 4, "h": cell_h, "segs": segs, "gpu": label,
                                   "over": used > 1.0 + 1e-9, "used": f"{used:g}"})
                 rows.append({"node": node, "y": y, "label_y": y + cell_h / 2 + 4, "cells": cells})
             legend_items = [{"pod": p, "colour": col} for p, col in sorted(legend.items())]
             height = 30 + len(nodes) * (cell_h + 10)
-            pictures.append({"suite": s["name"], "case": c["name"], "rows": rows, "height": height,
+            pictures.append({"suite": str(s.get("name")), "case": str(c.get("name")), "rows": rows, "height": height,
                              "header": [{"x": LABEL_W + g * cell_w + cell_w / 2, "label": f"GPU {g}"} for g in range(n_gpus)],
                              "legend": legend_items})
     return pictures
@@ -125,11 +208,13 @@ def remediation_timelines(suites: list[Mapping[str, Any]]) -> dict[str, Any] | N
     rows_in = []
     for s in suites:
         for c in s.get("cases", []):
-            steps = c.get("details", {}).get("steps")
+            details = c.get("details") if isinstance(c.get("details"), Mapping) else {}
+            steps = details.get("steps")
             # details are free-form: draw only well-formed [{state, t}] lists, never fail the report
-            if isinstance(steps, list) and steps and all(isinstance(x, dict) and "t" in x for x in steps):
+            if isinstance(steps, list) and steps and all(isinstance(x, dict) and _number(x.get("t")) is not None
+                                                         for x in steps):
                 label = f"{s['name']}/{c['name']}"
-                node = c.get("details", {}).get("node")
+                node = details.get("node")
                 rows_in.append((label + (f" ({node})" if node else ""), sorted(steps, key=lambda st: float(st["t"]))))
     if not rows_in:
         return None
@@ -145,7 +230,7 @@ def remediation_timelines(suites: list[Mapping[str, Any]]) -> dict[str, Any] | N
         for j, st in enumerate(steps):
             start = float(st["t"]) - t0
             end = float(steps[j + 1]["t"]) - t0 if j + 1 < len(steps) else start + tail
-            state = str(st["state"])
+            state = str(st.get("state", "?"))
             legend[state] = _colour_for(state)
             spans.append({"x": LABEL_W + start / span_all * width, "w": max((end - start) / span_all * width, 2.0),
                           "colour": _colour_for(state), "title": f"{state} at +{start:.2f}s",
@@ -172,3 +257,14 @@ def render(statement: Mapping[str, Any]) -> str:
         timelines=suite_timelines(suites), allocations=gpu_allocations(suites, pred.get("cluster", {})),
         remediation=remediation_timelines(suites),
     )
+
+
+def failure_note(statement: Mapping[str, Any], problem: str) -> str:
+    """A minimal page in place of a report that could not be drawn (the signed evidence next
+    to it is complete)."""
+    found = statement.get("predicate")
+    pred: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    title = html.escape(f"{pred.get('bundle')}@{pred.get('version')} ({pred.get('profile')}): {pred.get('result')}")
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title></head><body>"
+            f"<h1>{title}</h1><p>The report could not be drawn: <code>{html.escape(problem)}</code>. "
+            "The signed evidence (evidence.dsse.json, statement.json) is complete.</p></body></html>\n")

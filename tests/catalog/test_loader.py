@@ -91,3 +91,17 @@ def test_cli_show_json(mini_catalog: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["--catalog-dir", str(mini_catalog), "show", "mini", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"name": "alpha"' in out and out.index('"alpha"') < out.index('"beta"')
+
+
+def test_log_patterns_are_loaded_and_a_bad_regex_is_bad_input(mini_catalog: Path) -> None:
+    f = mini_catalog / "components" / "alpha" / "1.0.0.yaml"
+    text = f.read_text()
+    f.write_text(text + "  declarations:\n    logPatterns: {'(?i)forbidden': 'an RBAC denial of alpha'}\n"
+                 "    logNamespaces: [alpha-extra]\n")
+    decl = loader.load_catalog(mini_catalog).versions[("alpha", "1.0.0")].declarations
+    assert decl.log_patterns == {"(?i)forbidden": "an RBAC denial of alpha"} and decl.log_namespaces == ("alpha-extra",)
+    f.write_text(text + "  declarations:\n    logPatterns: {'(unclosed': 'an RBAC denial of alpha'}\n")
+    with pytest.raises(errors.InputError) as exc:
+        loader.load_catalog(mini_catalog)
+    assert "log pattern '(unclosed' is not a regular expression" in str(exc.value)
+    assert exc.value.path == str(f) and exc.value.field == "spec.declarations.logPatterns"

@@ -99,6 +99,23 @@ def test_rbac_has_no_wildcards_and_writes_leases_only_locally(render_chart: Rend
         assert (role, sa) in bound
 
 
+def test_operator_manages_the_reservation_service_account_and_nothing_else_there(render_chart: RenderChart) -> None:
+    """KAI v0.16.8's binder operand puts ServiceAccount kai-resource-reservation into the
+    operator's desired state (created, taken over by update, deleted); a hand run with real KAI
+    was denied ("serviceaccounts is forbidden") without this Role."""
+    docs = render_chart("kai-scheduler", values={"resourceReservation": {"namespace": "rr-elsewhere"}})
+    roles = [r for r in _by_kind(docs, "Role") if r["metadata"]["namespace"] == "rr-elsewhere"]
+    operator_roles = [r for r in roles if r["metadata"]["name"] == "kai-operator-reservation"]
+    assert [r["rules"] for r in operator_roles] == [[{"apiGroups": [""], "resources": ["serviceaccounts"],
+                                                      "verbs": ["create", "update", "delete"]}]]
+    (binding,) = [b for b in _by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "kai-operator-reservation"]
+    assert binding["metadata"]["namespace"] == "rr-elsewhere"
+    assert binding["roleRef"]["name"] == "kai-operator-reservation"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kai-operator", "namespace": "kai-scheduler"}]
+    config = _config(docs)["spec"]
+    assert config["binder"]["resourceReservation"]["namespace"] == "rr-elsewhere"
+
+
 def test_podgrouper_owner_rules_come_from_values(render_chart: RenderChart) -> None:
     values = yaml.safe_load((CHARTS / "kai-scheduler/ci/kubeflow-values.yaml").read_text())
     docs = render_chart("kai-scheduler", values)

@@ -106,7 +106,7 @@ def test_metrics_off_drops_its_service_and_rbac(render_chart: RenderChart) -> No
 
 def test_pod_security_restricted(render_chart: RenderChart) -> None:
     pod = _one(render_chart("kueue", NO_CRDS), "Deployment")["spec"]["template"]["spec"]
-    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
     sc = pod["containers"][0]["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
 

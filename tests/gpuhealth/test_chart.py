@@ -128,3 +128,49 @@ def test_dockerfile_runs_the_entry_point() -> None:
     text = (ROOT / "Dockerfile.gpu-health").read_text()
     assert 'ENTRYPOINT ["python3", "-m", "gpucatalog.gpuhealth.main"]' in text
     assert "gpucatalog/catalog" not in text  # the image carries only gpuhealth
+
+
+@pytest.mark.parametrize("values", SCENARIOS, ids=lambda p: p.name)
+def test_scenario_probes_seccomp_and_users(values: Path, render: Callable[[Path], list[dict[str, Any]]]) -> None:
+    """Agent and controller answer liveness and readiness probes on their pod IP, every pod runs
+    under the runtime's default seccomp filter, the controller never runs as root unless it drives
+    scontrol, and the agent is root only with CAP_SYSLOG alone."""
+    docs = render(values)
+    scenario = yaml.safe_load(values.read_text()) or {}
+    for d in by_kind(docs, "DaemonSet") + by_kind(docs, "Deployment"):
+        spec = d["spec"]["template"]["spec"]
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        c = spec["containers"][0]
+        port = next(p for p in c["ports"] if p["name"] == "health")["containerPort"]
+        env = [e["name"] for e in c["env"]]
+        assert env.index("POD_IP") < env.index("GPU_HEALTH_HEALTH_ADDR")  # referenced after it is defined
+        assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c["env"]
+        assert {"name": "GPU_HEALTH_HEALTH_ADDR", "value": f"$(POD_IP):{port}"} in c["env"]
+        assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+        assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+        sc = {**spec["securityContext"], **c["securityContext"]}
+        if d["kind"] == "Deployment":
+            scontrol = (scenario.get("controller") or {}).get("slurm", {}).get("mode") == "scontrol"
+            assert (sc.get("runAsUser") == 0) is scontrol, sc
+            if not scontrol:
+                assert sc["runAsNonRoot"] is True and sc["runAsUser"] >= 10000
+        else:
+            assert sc["runAsUser"] == 0 and c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYSLOG"]}
+    for spec in pod_specs(docs):
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (policy,) = by_kind(docs, "NetworkPolicy")
+    assert policy["spec"]["ingress"] == [{"ports": [{"port": "health", "protocol": "TCP"}]}]
+
+
+def test_agent_runs_non_root_without_capabilities_when_the_host_allows(render_chart: RenderChart) -> None:
+    docs = render_chart("gpu-health", {"agent": {"runAsUser": 65532}})
+    (ds,) = by_kind(docs, "DaemonSet")
+    sc = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert sc["runAsUser"] == 65532 and sc["runAsNonRoot"] is True and sc["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_scontrol_controller_can_run_as_the_slurm_user(render_chart: RenderChart) -> None:
+    docs = render_chart("gpu-health", {"controller": {"slurm": {"mode": "scontrol", "runAsUser": 64030}}})
+    (dep,) = by_kind(docs, "Deployment")
+    sc = dep["spec"]["template"]["spec"]["securityContext"]
+    assert sc["runAsUser"] == 64030 and sc["runAsNonRoot"] is True

@@ -58,8 +58,10 @@ def test_certify_slurm_on_sim_passes_with_drain_on_fault(tmp_path: Path, capsys:
         # the Slurm drain) to healthy (resume) — and the hand drain kept its reason throughout
         sim = SimCluster(name)
         core = sim.core()
-        for case in ("drain-on-fault", "manual-drain-kept"):
-            node = core.read_node(cases[case]["details"]["node"])
+        # the nodes gpu-health drained: drain-on-fault's target and manual-drain-kept's control (the
+        # hand-drained node's own fault may still be queued behind the control's repair)
+        for case, key in (("drain-on-fault", "node"), ("manual-drain-kept", "control")):
+            node = core.read_node(cases[case]["details"][key])
             ann = node.metadata.annotations or {}
             timeline = json.loads(ann.get("gpu-health.gpu-catalog.io/timeline", "{}"))
             assert {"quarantined", "repairing", "verifying", "healthy"} <= set(timeline), (case, timeline)

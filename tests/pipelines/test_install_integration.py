@@ -30,9 +30,9 @@ def test_install_is_gated_idempotent_and_reversible(
 
     # KAI's binaries cannot run on the sim (docs/kai.md): its readiness gate names what is missing.
     gated = ["install", "gpu-scheduling@0.1.0", "--allow-uncertified", "--profile", "sim", "--kubeconfig", kc]
-    assert main([*gated, "--timeout", "5"]) == 1
+    assert main([*gated, "--timeout", "30"]) == 1  # room for kwok to start pods on a busy machine
     err = capsys.readouterr().err
-    assert "kai-scheduler not ready after 5s" in err and "Config kai-config" in err
+    assert "kai-scheduler not ready after 30s" in err and "Config kai-config" in err
 
     args = [*gated, "--no-readiness-gate"]
     assert main(args) == 0
@@ -65,6 +65,6 @@ def test_install_to_unreachable_cluster_fails_clearly(tmp_path: Path, capsys: py
         "current-context: c\n"
     )
     args = ["install", "gpu-scheduling@0.1.0", "--allow-uncertified", "--profile", "sim", "--kubeconfig", str(kc), "--timeout", "5"]
-    assert main(args) == 1
+    assert main(args) == 2  # bad input, checked before anything is rendered or applied
     err = capsys.readouterr().err
-    assert "install of kai-scheduler" in err and "127.0.0.1:1" in err
+    assert "--kubeconfig" in err and "127.0.0.1:1" in err and "unreachable" in err

@@ -40,6 +40,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - --expect-ib-ports={{ .ibPorts }}
 {{- end }}
 {{- end }}
+{{- with .Values.agent.pcie }}
+{{- if .busyReadings }}
+- --pcie-busy-readings={{ .busyReadings }}
+{{- end }}
+{{- if .busyUtilPercent }}
+- --pcie-busy-util={{ .busyUtilPercent }}
+{{- end }}
+{{- end }}
 {{- range $code, $action := .Values.agent.xidActions }}
 - --xid-action={{ $code }}={{ $action }}
 {{- end }}
@@ -74,12 +82,57 @@ gpu-health.gpu-catalog.io/host-access.{{ $name }}: {{ printf "%s (read-only): %s
 {{- end -}}
 
 {{- define "gpu-health.agentSecurityContext" -}}
-# root with CAP_SYSLOG only: reading /dev/kmsg needs it when kernel.dmesg_restrict=1
+{{- if eq (int .Values.agent.runAsUser) 0 }}
+# root with CAP_SYSLOG only: reading /dev/kmsg needs it when kernel.dmesg_restrict=1, and a
+# non-root container's process cannot use an added capability (values.yaml: agent.runAsUser)
 runAsUser: 0
+{{- else }}
+runAsUser: {{ .Values.agent.runAsUser }}
+runAsGroup: {{ .Values.agent.runAsUser }}
+runAsNonRoot: true
+{{- end }}
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 privileged: false
 capabilities:
   drop: [ALL]
+  {{- if eq (int .Values.agent.runAsUser) 0 }}
   add: [SYSLOG]
+  {{- end }}
+{{- end -}}
+
+{{/* Pod-level security context of every gpu-health pod: the container runtime's default seccomp filter. */}}
+{{- define "gpu-health.podSecurityContext" -}}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The health endpoints on the pod IP (an env value may reference an earlier variable; an
+argument's $(VAR) is not expanded by every kubelet, the sim's included) and the probes using them. */}}
+{{- define "gpu-health.healthEnv" -}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: GPU_HEALTH_HEALTH_ADDR
+  value: "$(POD_IP):{{ .Values.healthPort }}"
+{{- end -}}
+
+{{- define "gpu-health.probes" -}}
+ports:
+  - name: health
+    containerPort: {{ .Values.healthPort }}
+    protocol: TCP
+# liveness: the work loop finished an iteration recently (an API outage does not fail it)
+livenessProbe:
+  httpGet: {path: /healthz, port: health}
+  periodSeconds: 20
+  timeoutSeconds: 5
+  failureThreshold: 3
+# readiness: the last iteration reached the API server
+readinessProbe:
+  httpGet: {path: /readyz, port: health}
+  periodSeconds: 10
+  timeoutSeconds: 5
+  failureThreshold: 3
 {{- end -}}

@@ -23,6 +23,7 @@ from gpucatalog.clusters import provider, shapes
 from gpucatalog.clusters.sim import (
     egress,
     faults,
+    imagemap,
     images,
     nodefs,
     nodes,
@@ -56,12 +57,15 @@ class SimCluster(
     provider.InjectsFaults,
     provider.OffersEndpoints,
     provider.DescribesParts,
+    provider.RunsImageMaps,
 ):
     """One named sim cluster; several with different names may run at once."""
 
     def __init__(self, name: str = "sim") -> None:
         self.layout = Layout.of(name)
         self.name = name
+        # (file, validated overlay) named by use_image_map for the next up
+        self._image_map: tuple[Path, list[imagemap.MappedBinary]] | None = None
 
     # -- provider protocol --------------------------------------------------------------------
     def available(self) -> bool:
@@ -77,10 +81,14 @@ class SimCluster(
         heartbeat_s: float = 300.0,
         timeout: float = 180.0,
         progress: Progress | None = None,
+        image_map: Path | None = None,
     ) -> Path:
-        """Start the cluster and return the admin kubeconfig path once ``nodes`` nodes are Ready."""
+        """Start the cluster and return the admin kubeconfig path once ``nodes`` nodes are Ready.
+        ``image_map``: an image-map overlay (else the one ``use_image_map`` named, else
+        ``$GPU_CATALOG_IMAGE_MAP``), validated before anything starts."""
         say = progress or _quiet
         node_shape = shapes.get(shape)
+        overlay = self._overlay(image_map)
         if not 1 <= nodes <= MAX_NODES:
             raise errors.InputError(f"node count {nodes} out of range", field="--nodes", expected=f"1-{MAX_NODES}")
         if restart not in RESTART_POLICIES:
@@ -93,14 +101,14 @@ class SimCluster(
             ports.require_free(api_port, "--api-port")
         self._cleanup_stale()
         try:
-            return self._up(nodes, node_shape, restart, api_port, heartbeat_s, timeout, say)
+            return self._up(nodes, node_shape, restart, api_port, heartbeat_s, timeout, say, overlay)
         except BaseException:
             # failed start or Ctrl-C: leave no process and no state behind
             self._teardown()
             raise
 
     def _up(self, count: int, shape: shapes.Shape, restart: str, api_port: int | None, heartbeat_s: float, timeout: float,
-            say: Progress) -> Path:
+            say: Progress, overlay: list[imagemap.MappedBinary]) -> Path:
         t0 = time.monotonic()
         lay = self.layout
         binaries = {}
@@ -125,7 +133,11 @@ class SimCluster(
         for who in ("kube-controller-manager", "kube-scheduler", "kwok", "sim-kubelet"):
             pki_mod.write_kubeconfig(lay.component_kubeconfig(who), pki_mod.kubeconfig_doc(
                 server, pki.ca_crt, cert=pki.crt(who), key=pki.key(who), user=who, cluster=self.name))
-        stages.write(lay.kwok_config, heartbeat_s)
+        if overlay:
+            imagemap.save(overlay, lay.image_map)
+            for b in overlay:
+                say(f"image {b.image} runs {b.executable} (reports {b.version})")
+        stages.write(lay.kwok_config, heartbeat_s, images.merged(overlay))
         (lay.root / "egress-selector.yaml").write_text(egress.egress_config(egress.socket_path(lay)))
         cfg.save(lay.config)
         say(f"starting control plane of {self.name!r} on {server}")
@@ -295,6 +307,21 @@ class SimCluster(
         return services.endpoints(self.layout)
 
     # -- evidence (read by pipelines.cluster_facts) ---------------------------------------------
+    def use_image_map(self, path: Path | None) -> None:
+        """Run the images ``path`` (an image-map overlay) maps with the next ``up``; validated now."""
+        self._image_map = (path, imagemap.load(path)) if path is not None else None
+
+    def mapped_images(self) -> list[dict[str, Any]]:
+        return parts.mapped_images(self.layout, self.core())
+
+    def _overlay(self, given: Path | None) -> list[imagemap.MappedBinary]:
+        if given is not None:
+            return imagemap.load(given)
+        if self._image_map is not None:
+            return list(self._image_map[1])
+        from_env = imagemap.from_env()
+        return imagemap.load(from_env) if from_env is not None else []
+
     def live_parts(self) -> list[str]:
         return parts.live(self.layout, self.core())
 

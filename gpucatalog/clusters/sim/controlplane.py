@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from gpucatalog.clusters.sim import imagemap
 from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import ClusterConfig
 from gpucatalog.clusters.sim.layout import Layout
@@ -85,6 +86,9 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 f"--proxy-client-cert-file={pki.crt('front-proxy-client')}",
                 f"--proxy-client-key-file={pki.key('front-proxy-client')}",
+                # kubectl logs/exec reach a node's kubelet API (kwok's server) at its InternalIP
+                # 127.0.0.1, not at its name, which nothing resolves
+                "--kubelet-preferred-address-types=InternalIP",
                 "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
                 "--profiling=false", "--event-ttl=30m",
             ],
@@ -126,6 +130,10 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
                 b["kwok"], f"--kubeconfig={lay.component_kubeconfig('kwok')}", f"--config={lay.kwok_config}",
                 "--manage-all-nodes=true", f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
                 f"--server-address=127.0.0.1:{p['kwok']}",
+                # kwok's server is every node's kubelet API (nodes advertise its port): TLS for the
+                # API server, and container logs of sim-kubelet pods from their Logs objects
+                f"--node-port={p['kwok']}", "--enable-crds=Logs",
+                f"--tls-cert-file={pki.crt('kubelet-server')}", f"--tls-private-key-file={pki.key('kubelet-server')}",
             ],
             f"http://127.0.0.1:{p['kwok']}/healthz",
             "rest",
@@ -135,7 +143,8 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
             [sys.executable, "-m", "gpucatalog.clusters.sim.kubelet", "--state", str(lay.root)],
             "",
             "rest",
-            py_env,
+            # the cluster's own image map, whatever the environment of whoever started it says
+            {**py_env, imagemap.CLUSTER_ENV: str(lay.image_map)},
         ),
         Component(
             "node-agent",

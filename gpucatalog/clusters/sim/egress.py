@@ -1,12 +1,13 @@
 """The API server's "cluster" egress: an HTTP CONNECT proxy on a Unix socket.
 
-Why: Endpoints and EndpointSlices may not hold loopback addresses (API validation), so sim-kubelet
-pods get routable-looking pod IPs from ``POD_NET`` (100.64.0.0/16) in the API, while their
-processes live on the host at the matching loopback alias ``127.<slot>.x.y``. kube-apiserver is
+Why: sim-kubelet pods get pod IPs from ``POD_NET`` (100.64.0.0/16), each on the loopback of the
+pod's own network namespace (:mod:`.netns`), which the host cannot route to. kube-apiserver is
 started with an EgressSelectorConfiguration whose ``cluster`` selection (webhooks, aggregated
-APIs, kubelet traffic) tunnels through this proxy, which maps ``100.64.x.y:port`` to
-``127.<slot>.x.y:port`` and passes every other address through unchanged. Supervised process
-(``python -m …sim.egress --state DIR``), started before the API server.
+APIs, kubelet traffic) tunnels through this proxy, which dials ``100.64.x.y:port`` from inside
+that pod's namespace. A pod IP without a namespace (a ``hostNetwork`` pod) maps to its loopback
+alias ``127.<slot>.x.y`` on the host; every other address passes through unchanged. Supervised
+process (``python -m …sim.egress --state DIR``), started before the API server; it also runs
+the pods' relays to the host (:mod:`.relay`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+from gpucatalog.clusters.sim import netns, relay
 from gpucatalog.clusters.sim.config import ClusterConfig
 from gpucatalog.clusters.sim.layout import Layout
 
@@ -55,18 +57,21 @@ def egress_config(socket_path: Path) -> str:
     )
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _dial(state_root: Path, slot: int, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    net = netns.lookup(state_root, host)
+    if net is None:
+        return await asyncio.open_connection(loopback_of(host, slot), port)
+    sock = netns.socket_in(net)  # connect from inside the pod's namespace, to its pod IP
+    sock.setblocking(False)
     try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        writer.close()
+        await asyncio.get_running_loop().sock_connect(sock, (host, port))
+    except OSError:
+        sock.close()
+        raise
+    return await asyncio.open_connection(sock=sock)
 
 
-def handler(slot: int):  # type: ignore[no-untyped-def]
+def handler(slot: int, state_root: Path):  # type: ignore[no-untyped-def]
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -79,27 +84,28 @@ def handler(slot: int):  # type: ignore[no-untyped-def]
             writer.close()
             return
         host, _, port = line[1].rpartition(":")
-        target = loopback_of(host.strip("[]"), slot)
         try:
-            up_r, up_w = await asyncio.wait_for(asyncio.open_connection(target, int(port)), timeout=10)
+            up_r, up_w = await asyncio.wait_for(_dial(state_root, slot, host.strip("[]"), int(port)), timeout=10)
         except (OSError, ValueError, TimeoutError) as exc:
             writer.write(f"HTTP/1.1 502 Bad Gateway\r\n\r\n{exc}".encode())
             writer.close()
             return
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         await writer.drain()
-        await asyncio.gather(_pipe(reader, up_w), _pipe(up_r, writer))
+        await asyncio.gather(relay.pipe(reader, up_w), relay.pipe(up_r, writer))
 
     return handle
 
 
-async def serve(socket_path: Path, slot: int) -> None:
-    socket_path.unlink(missing_ok=True)
-    server = await asyncio.start_unix_server(handler(slot), path=str(socket_path))
-    os.chmod(socket_path, 0o600)
-    print(f"egress proxy on {socket_path}: {POD_NET} -> 127.{slot}.0.0/16", flush=True)
+async def serve(lay: Layout, cfg: ClusterConfig) -> None:
+    path = socket_path(lay)
+    path.unlink(missing_ok=True)
+    server = await asyncio.start_unix_server(handler(cfg.slot, lay.root), path=str(path))
+    os.chmod(path, 0o600)
+    print(f"egress proxy on {path}: {POD_NET} -> pod network namespaces (hostNetwork: 127.{cfg.slot}.0.0/16)",
+          flush=True)
     async with server:
-        await server.serve_forever()
+        await asyncio.gather(server.serve_forever(), relay.Relay(lay, cfg).serve())
 
 
 def socket_path(lay: Layout) -> Path:
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lay = Layout(args.state)
     cfg = ClusterConfig.load(lay.config)
-    asyncio.run(serve(socket_path(lay), cfg.slot))
+    asyncio.run(serve(lay, cfg))
     return 0
 
 

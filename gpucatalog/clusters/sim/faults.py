@@ -8,7 +8,9 @@ xid                   appends ``NVRM: Xid (PCI:0000:<bus>:00): <code>, …`` to 
                       (79 also drops the GPU from nvidia-smi: fallen off the bus)
 row-remap-pending     remapped_row_pending Yes, one more uncorrectable remap
 row-remap-failure     remapped_row_failure Yes
-pcie-downgrade        current link width (default x8) and/or gen (``--gen``) below max
+pcie-downgrade        the GPU busy (P0, as under work) on a link narrower (default x8) and/or
+                      slower (``--gen``) than it trains to: an idle GPU's down-trained link is
+                      no fault, so the fault holds the GPU busy
 nvlink-down           one link (``--link``, default 0) of a GPU reads <inactive>
 ib-rate               port rate below the shape's (default half width: 4X -> 2X)
 ib-down               port state 1: DOWN, phys_state 3: Disabled
@@ -88,6 +90,13 @@ def inject(
     if not (node_dir / "sim" / "shape.json").is_file():
         raise errors.NotFoundError(f"no simulated node folder at {node_dir}", field="NODE")
     shape = shapes.get(json.loads((node_dir / "sim" / "shape.json").read_text())["name"])
+    with nodefs.locked(node_dir):  # the sim node agent re-renders busy GPUs concurrently
+        return _inject(node_dir, shape, kind, code=code, gpu=gpu, link=link, width=width, gen=gen, rate=rate,
+                       device=device)
+
+
+def _inject(node_dir: Path, shape: shapes.Shape, kind: str, *, code: int | None, gpu: int, link: int,
+            width: int | None, gen: int | None, rate: str | None, device: str | None) -> str:
     hw = nodefs.load_hw(node_dir)
     if kind == "clear":
         hw = nodefs.healthy_hw(shape, _cluster_of(node_dir), node_dir.name)
@@ -142,7 +151,9 @@ def inject(
                 raise errors.InputError("bad PCIe link", field="--width/--gen",
                                         expected=f"width 1,2,4,8,16 and gen 1-{shape.gpu.pcie_gen}")
             g["pcie_width_current"], g["pcie_gen_current"] = new_width, new_gen
-            what = f"GPU {gpu}: PCIe gen {new_gen} x{new_width} (max gen {shape.gpu.pcie_gen} x{shape.gpu.pcie_width})"
+            g["busy_fault"] = True
+            what = (f"GPU {gpu}: busy (P0) on PCIe gen {new_gen} x{new_width} "
+                    f"(max gen {shape.gpu.pcie_gen} x{shape.gpu.pcie_width})")
         else:  # nvlink-down
             if not 0 <= link < shape.gpu.nvlink_links:
                 raise errors.InputError(f"no NVLink {link}", field="--link", expected=f"0-{shape.gpu.nvlink_links - 1}")

@@ -1,26 +1,34 @@
-"""The sim kubelet's image map (``data/images.yaml``): which images run as real processes.
+"""The sim kubelet's image map: which images run as real processes. The shipped map
+(``data/images.yaml``: the project's own programs) with a cluster's image-map overlay
+(:mod:`.imagemap`: bring-your-own binaries) merged over it, an overlay entry replacing a shipped
+one for the same image.
 
-Used by the sim kubelet (to build a container's argv), by ``stages`` (to tell kwok, through a
-jq selector, to leave those pods alone) and by ``SimCluster.start_services`` (to build the
-toolchain binaries a bundle's images run as). Matching ignores tag and digest. An argv element
-``@<tool>`` stands for the pinned toolchain binary ``<tool>``.
+Used by the sim kubelet (to build a container's argv; its map is the cluster's, named by
+``$GPU_CATALOG_SIM_IMAGE_MAP``), by ``stages`` (to tell kwok, through a jq selector, to leave
+those pods alone), by ``parts`` (what ran live) and by ``SimCluster.start_services`` (to build the
+toolchain binaries a bundle's images run as). Matching ignores tag and digest. In the shipped
+map, an argv element ``@<tool>`` stands for the pinned toolchain binary ``<tool>``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpucatalog.clusters.sim import imagemap
 from gpucatalog.core import errors
 from gpucatalog.toolchain import build
 
 TOOL_PREFIX = "@"
+Table = Mapping[str, "ImageEntry"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,7 @@ class ImageEntry:
     image: str
     entrypoint: tuple[str, ...]
     commands: dict[str, tuple[str, ...]]
+    executable: str = ""  # the host executable of an overlay entry ('' for the shipped programs)
 
 
 def repository(ref: str) -> str:
@@ -40,7 +49,7 @@ def repository(ref: str) -> str:
 
 
 @cache
-def image_map() -> dict[str, ImageEntry]:
+def shipped() -> dict[str, ImageEntry]:
     text = resources.files("gpucatalog.clusters.sim").joinpath("data/images.yaml").read_text()
     doc: dict[str, Any] = yaml.safe_load(text)
     out: dict[str, ImageEntry] = {}
@@ -53,13 +62,36 @@ def image_map() -> dict[str, ImageEntry]:
     return out
 
 
-def lookup(ref: str) -> ImageEntry | None:
-    return image_map().get(repository(ref))
+def entry_of(b: imagemap.MappedBinary) -> ImageEntry:
+    """An overlay entry: the executable stands in for the image's entrypoint program, whether a
+    container leaves ``command`` unset or names that program (by path or file name)."""
+    program = (b.executable,)
+    return ImageEntry(image=b.image, entrypoint=program, executable=b.executable,
+                      commands={b.entrypoint: program, b.entrypoint.rsplit("/", 1)[-1]: program})
 
 
-def argv_for(container: dict[str, Any]) -> list[str]:
+def merged(binaries: Sequence[imagemap.MappedBinary]) -> dict[str, ImageEntry]:
+    """The shipped map with ``binaries`` over it."""
+    return {**shipped(), **{b.image: entry_of(b) for b in binaries}}
+
+
+@cache
+def _cluster_map(saved: str) -> dict[str, ImageEntry]:
+    return merged(imagemap.read(Path(saved)) if saved else [])
+
+
+def image_map() -> dict[str, ImageEntry]:
+    """This process's map: the shipped one, plus the overlay the sim handed its own processes."""
+    return _cluster_map(os.environ.get(imagemap.CLUSTER_ENV, ""))
+
+
+def lookup(ref: str, table: Table | None = None) -> ImageEntry | None:
+    return (image_map() if table is None else table).get(repository(ref))
+
+
+def argv_for(container: dict[str, Any], table: Table | None = None) -> list[str]:
     """Host argv for a container of a mapped image (Kubernetes command/args semantics)."""
-    entry = lookup(str(container.get("image", "")))
+    entry = lookup(str(container.get("image", "")), table)
     if entry is None:
         raise errors.NotFoundError(f"image {container.get('image')!r} is not in the sim image map")
     command = list(container.get("command") or [])
@@ -105,11 +137,11 @@ def pod_images(objects: Iterable[Mapping[str, Any]]) -> list[str]:
     return sorted(refs)
 
 
-def tools_for(image_refs: Iterable[str]) -> list[str]:
+def tools_for(image_refs: Iterable[str], table: Table | None = None) -> list[str]:
     """The toolchain binaries the mapped images among ``image_refs`` run as."""
     tools: set[str] = set()
     for ref in image_refs:
-        entry = lookup(ref)
+        entry = lookup(ref, table)
         if entry is None:
             continue
         for argv in (entry.entrypoint, *entry.commands.values()):
@@ -117,9 +149,9 @@ def tools_for(image_refs: Iterable[str]) -> list[str]:
     return sorted(tools)
 
 
-def kwok_exclusion_jq() -> str:
+def kwok_exclusion_jq(table: Table | None = None) -> str:
     """jq expression true for pods with at least one container of a mapped image."""
-    repos = json.dumps(sorted(image_map()))
+    repos = json.dumps(sorted(image_map() if table is None else table))
     return (
         f"{repos} as $sim | [(.spec.containers // [])[] | .image | sub(\"@.*$\"; \"\") "
         "| sub(\":[^:/]*$\"; \"\") | select(. as $r | any($sim[]; . == $r))] | length > 0"

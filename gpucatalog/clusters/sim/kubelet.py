@@ -4,10 +4,11 @@ Supervised process (``python -m …sim.kubelet --state DIR``). It polls the pods
 cluster's simulated nodes and keeps the pod lifecycle for each pod with a mapped image
 (``images``), which kwok is told to ignore:
 
-* allocates a unique pod IP: ``100.64.x.y`` in the API (Endpoints reject loopback addresses)
-  and the loopback alias ``127.<slot>.x.y`` on the host, where the process binds (``$(POD_IP)``
-  from a ``status.podIP`` fieldRef resolves to the alias; ``SIM_POD_IP`` holds the API one); the
-  API server reaches the pod through the egress proxy (``egress``), which maps one to the other;
+* allocates a unique pod IP ``100.64.x.y`` and gives the pod its own network namespace with
+  that IP on its loopback (:mod:`.netns`); all containers of the pod share it, the relay
+  (:mod:`.relay`) lets them reach the API server at ``127.0.0.1:<port>`` as their kubeconfig
+  says, and the API server reaches them (webhooks) through the egress proxy (``egress``). A
+  ``hostNetwork`` pod stays on the host and binds the loopback alias ``127.<slot>.x.y``;
 * has the pod's volumes, ServiceAccount token and each container's mounts and environment
   built (:mod:`.podspec`), and keeps its ConfigMap, Secret and projected volumes up to date
   while it runs (every ``REFRESH_S``, atomically, as a kubelet does);
@@ -31,66 +32,35 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.clusters.sim import egress, images, nodefs, podspec, procs
+from gpucatalog.clusters.sim import (
+    egress,
+    images,
+    netns,
+    nodefs,
+    podlogs,
+    podrun,
+    podspec,
+    probes,
+    procs,
+    relay,
+)
 from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import ClusterConfig
 from gpucatalog.clusters.sim.layout import Layout
-from gpucatalog.core import errors, kubeapi
+from gpucatalog.core import errors, executor, kubeapi
 
 POLL_S = 0.5
 MAX_GRACE_S = 10.0
+# A kubelet gives a container that failed its liveness probe its terminationGracePeriodSeconds;
+# the sim caps it so that one dying container does not stall every other pod's poll.
+LIVENESS_KILL_GRACE_S = 2.0
 # How often a running pod's ConfigMap/Secret/projected volumes are compared with their objects
 # (a kubelet's sync period is about a minute; the sim is quicker so suites need not wait).
 REFRESH_S = 2.0
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class Container:
-    name: str
-    image: str
-    argv: list[str]
-    rec: procs.PidRecord | None = None
-    popen: Any = None
-    restarts: int = 0
-    state: str = "waiting"  # waiting | running | terminated
-    reason: str = "ContainerCreating"
-    exit_code: int | None = None
-    started_at: str = ""
-    finished_at: str = ""
-    last: dict[str, Any] | None = None
-    next_start: float = 0.0
-    message: str = ""
-
-
-@dataclass
-class PodRun:
-    uid: str
-    namespace: str
-    name: str
-    node: str
-    ip: str
-    dir: Path
-    restart_policy: str
-    spec_file: dict[str, Path] = field(default_factory=dict)
-    containers: list[Container] = field(default_factory=list)
-    start_time: str = ""
-    terminating: bool = False
-    reported: str = ""
-    token: str | None = None  # the pod's ServiceAccount token (projected volumes get it again on refresh)
-    next_refresh: float = 0.0
-
-    @property
-    def place(self) -> podspec.PodPlace:
-        return podspec.PodPlace(node=self.node, ip=self.ip, dir=self.dir)
 
 
 def is_sim_pod(pod: Any) -> bool:
@@ -106,14 +76,26 @@ class Kubelet:
         self.api: Any = kubeapi.client_for(lay.component_kubeconfig("sim-kubelet"))
         self.core: Any = client.CoreV1Api(self.api)
         self.client = client
-        self.pods: dict[str, PodRun] = {}
+        self.pods: dict[str, podrun.PodRun] = {}
         self.retry_after: dict[str, float] = {}  # pod uid -> when to retry a failed init
         self.next_ip = 1
+        self.custom: Any = client.CustomObjectsApi(self.api)
         self.specs = podspec.Builder(self.core, client, lay, cfg, pki_mod.Pki(lay.pki).ca_crt.read_text())
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="probe")
+
+    def ensure_logs_crd(self) -> None:
+        """The ``Logs`` CRD kwok serves ``kubectl logs`` from (:mod:`.podlogs`)."""
+        ext: Any = self.client.ApiextensionsV1Api(self.api)
+        try:
+            ext.create_custom_resource_definition(podlogs.crd())
+        except self.client.ApiException as exc:
+            if exc.status != 409:
+                raise
 
     # -- pod IPs ------------------------------------------------------------------------
     def alloc_ip(self) -> str:
-        """Next pod IP (100.64.x.y in the API; the process listens on 127.<slot>.x.y)."""
+        """Next pod IP (100.64.x.y: in the API and on the pod namespace's loopback; a
+        hostNetwork pod's process listens on 127.<slot>.x.y)."""
         n = self.next_ip
         self.next_ip += 1
         if n >= 65535:
@@ -123,24 +105,30 @@ class Kubelet:
     # -- lifecycle --------------------------------------------------------------------------------
     def start_pod(self, pod: Any) -> None:
         uid = pod.metadata.uid
-        run = PodRun(
+        run = podrun.PodRun(
             uid=uid, namespace=pod.metadata.namespace, name=pod.metadata.name, node=pod.spec.node_name,
             ip=self.alloc_ip(), dir=self.lay.node_dir(pod.spec.node_name) / "pods" / f"{pod.metadata.namespace}_{pod.metadata.name}",
-            restart_policy=pod.spec.restart_policy or "Always", start_time=_now(),
+            restart_policy=pod.spec.restart_policy or "Always", start_time=podrun.now(),
         )
         shutil.rmtree(run.dir, ignore_errors=True)
         run.dir.mkdir(parents=True)
         self.pods[uid] = run
+        if not pod.spec.host_network:
+            run.net, run.pause = netns.create(run.dir, run.ip, self.lay.root)
+            try:
+                relay.request_sync(self.lay)  # the pod reaches the API server from its first instruction
+            except OSError as exc:
+                print(f"pod network relay not answering ({exc}); it catches up within seconds", flush=True)
         prep = self.specs.prepare(pod, run.place)
         run.token, run.next_refresh = prep.token, time.monotonic() + REFRESH_S
         if not self.run_init_containers(pod, run, prep):
             return
         for c in pod.spec.containers:
-            cont = Container(c.name, c.image or "", [])
+            cont = podrun.Container(c.name, c.image or "", [], spec=c)
             run.containers.append(cont)
             if images.lookup(c.image or "") is None:
                 # a sidecar of an image the sim cannot run: reported running, no process
-                cont.state, cont.started_at = "running", _now()
+                cont.state, cont.started_at = "running", podrun.now()
                 continue
             try:
                 cont.argv = images.argv_for(self.api.sanitize_for_serialization(c))
@@ -150,26 +138,27 @@ class Kubelet:
             if cont.argv and cont.argv[0] in ("python3", "python"):
                 cont.argv[0] = sys.executable
             self._write_spec(pod, c, run, cont.argv, prep)
+            cont.log = podlogs.ContainerLog(run.dir / f"{c.name}.log", run.dir / "logs" / c.name)
+            run.logs[c.name] = cont.log
             self.spawn(run, cont)
         self.report(run, force=True)
+        self.apply_logs(run)
 
-    def _write_spec(self, pod: Any, c: Any, run: PodRun, argv: list[str], prep: podspec.Prepared) -> Path:
+    def _write_spec(self, pod: Any, c: Any, run: podrun.PodRun, argv: list[str], prep: podspec.Prepared) -> Path:
         run.spec_file[c.name] = run.dir / f"{c.name}.json"
         spec = self.specs.container_spec(pod, c, argv, run.place, prep)
         run.spec_file[c.name].write_text(json.dumps(spec, indent=1))
         return run.spec_file[c.name]
 
-    def run_init_containers(self, pod: Any, run: PodRun, prep: podspec.Prepared) -> bool:
+    def run_init_containers(self, pod: Any, run: podrun.PodRun, prep: podspec.Prepared) -> bool:
         """Run init containers in order (mapped images for real, others count as completed).
 
         Blocking, with a time limit: init containers of the charts certified here are short.
         Returns False when one failed (the pod is reported and retried or failed per policy).
         """
-        from gpucatalog.core import executor
-
         statuses: list[dict[str, Any]] = []
         for c in pod.spec.init_containers or []:
-            started = _now()
+            started = podrun.now()
             code = 0
             if images.lookup(c.image or "") is not None:
                 argv = images.argv_for(self.api.sanitize_for_serialization(c))
@@ -181,15 +170,18 @@ class Kubelet:
                                         env={"PYTHONPATH": self.cfg.python_path}, check=False, timeout=120)
                     code = proc.returncode
                     (run.dir / f"{c.name}.log").write_text(proc.stdout + proc.stderr)
+                    log = run.logs[c.name] = podlogs.ContainerLog(run.dir / f"{c.name}.log", run.dir / "logs" / c.name)
+                    log.pump(final=True)
                 except errors.ToolError as exc:
                     code = exc.returncode
             statuses.append({"name": c.name, "image": c.image, "imageID": f"sim://{c.image}", "ready": code == 0,
                              "restartCount": 0, "state": {"terminated": {
                                  "exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                 "startedAt": started, "finishedAt": _now()}}})
+                                 "startedAt": started, "finishedAt": podrun.now()}}})
             if code != 0:
                 phase = "Failed" if run.restart_policy == "Never" else "Pending"
                 self._patch_status(run, {"phase": phase, "initContainerStatuses": statuses})
+                self._release_net(run)
                 self.pods.pop(run.uid, None)
                 self.retry_after[run.uid] = time.monotonic() + (5.0 if phase == "Pending" else float("inf"))
                 return False
@@ -197,43 +189,74 @@ class Kubelet:
             self._patch_status(run, {"initContainerStatuses": statuses})
         return True
 
-    def _patch_status(self, run: PodRun, status: dict[str, Any]) -> None:
+    def _patch_status(self, run: podrun.PodRun, status: dict[str, Any]) -> None:
         try:
             self.core.patch_namespaced_pod_status(run.name, run.namespace, {"status": status})
         except self.client.ApiException as exc:
             if exc.status != 404:
                 print(f"status of {run.namespace}/{run.name}: {exc.status} {exc.reason}", flush=True)
 
-    def spawn(self, run: PodRun, cont: Container) -> None:
-        from gpucatalog.core import executor
-
+    def spawn(self, run: podrun.PodRun, cont: podrun.Container) -> None:
+        if cont.log is not None:
+            cont.log.start(cont.restarts)
+        cont.probes = probes.ContainerProbes.of(cont.spec, time.monotonic())
         cont.popen = executor.spawn(
             [sys.executable, "-m", "gpucatalog.clusters.sim.podexec", str(run.spec_file[cont.name])],
             log_path=run.dir / f"{cont.name}.log", env={"PYTHONPATH": self.cfg.python_path},
         )
         cont.rec = procs.record(run.dir, cont.name, cont.popen.pid)
-        cont.state, cont.started_at, cont.exit_code = "running", _now(), None
+        cont.state, cont.started_at, cont.exit_code = "running", podrun.now(), None
 
-    def poll(self, run: PodRun) -> None:
+    def poll(self, run: podrun.PodRun) -> None:
         now = time.monotonic()
         for cont in run.containers:
+            if cont.log is not None:
+                cont.log.pump()
             if cont.popen is not None and cont.state == "running" and cont.popen.poll() is not None:
-                cont.exit_code = cont.popen.returncode
-                if cont.exit_code < 0:  # killed by a signal: report like a runtime (128 + signal)
-                    cont.exit_code = 128 - cont.exit_code
-                cont.state, cont.finished_at = "terminated", _now()
-                cont.reason = "Completed" if cont.exit_code == 0 else "Error"
-                again = run.restart_policy == "Always" or (run.restart_policy == "OnFailure" and cont.exit_code != 0)
-                if again and not run.terminating:
-                    cont.last = self._state_of(cont)
-                    cont.state, cont.reason = "waiting", "CrashLoopBackOff"
-                    cont.next_start = now + min(1.0 * 2**cont.restarts, 20.0)
+                self._exited(run, cont, now)
+            elif cont.state == "running" and cont.probes is not None and cont.rec is not None:
+                cont.probes.tick(self.pool, run.place.bind_ip(self.cfg.slot), run.net, cont.rec.pid)
+                why = cont.probes.liveness_failed
+                if why:
+                    print(f"{run.namespace}/{run.name} {cont.name}: {why}; killing it", flush=True)
+                    _stop([cont], LIVENESS_KILL_GRACE_S)
+                    self._exited(run, cont, now, message=why)
             if cont.state == "waiting" and cont.reason == "CrashLoopBackOff" and now >= cont.next_start:
                 cont.restarts += 1
                 self.spawn(run, cont)
         self.report(run)
+        self.apply_logs(run)
 
-    def refresh_volumes(self, pod: Any, run: PodRun) -> None:
+    def _exited(self, run: podrun.PodRun, cont: podrun.Container, now: float, message: str = "") -> None:
+        cont.exit_code = cont.popen.returncode
+        if cont.exit_code < 0:  # killed by a signal: report like a runtime (128 + signal)
+            cont.exit_code = 128 - cont.exit_code
+        cont.state, cont.finished_at, cont.probes = "terminated", podrun.now(), None
+        cont.reason = "Completed" if cont.exit_code == 0 else "Error"
+        cont.message = message
+        if cont.log is not None:
+            cont.log.pump(final=True)
+        again = run.restart_policy == "Always" or (run.restart_policy == "OnFailure" and cont.exit_code != 0)
+        if again and not run.terminating:
+            cont.last = cont.state_doc()
+            cont.state, cont.reason = "waiting", "CrashLoopBackOff"
+            cont.next_start = now + min(1.0 * 2**cont.restarts, 20.0)
+
+    def report(self, run: podrun.PodRun, force: bool = False) -> None:
+        status = podrun.status(run)
+        digest = podrun.digest(status)
+        if digest == run.reported and not force:
+            return
+        for cnd in status["conditions"]:
+            cnd["lastTransitionTime"] = podrun.now()
+        try:
+            self.core.patch_namespaced_pod_status(run.name, run.namespace, {"status": status})
+            run.reported = digest
+        except self.client.ApiException as exc:
+            if exc.status != 404:
+                print(f"status of {run.namespace}/{run.name}: {exc.status} {exc.reason}", flush=True)
+
+    def refresh_volumes(self, pod: Any, run: podrun.PodRun) -> None:
         """Bring the pod's ConfigMap, Secret and projected volumes up to date, every REFRESH_S."""
         now = time.monotonic()
         if now < run.next_refresh or run.terminating:
@@ -242,62 +265,36 @@ class Kubelet:
         for name in self.specs.refresh(pod, run.place, run.token):
             print(f"{run.namespace}/{run.name}: volume {name} updated", flush=True)
 
-    def _state_of(self, cont: Container) -> dict[str, Any]:
-        if cont.state == "running":
-            return {"running": {"startedAt": cont.started_at}}
-        if cont.state == "terminated":
-            return {"terminated": {"exitCode": cont.exit_code, "reason": cont.reason, "startedAt": cont.started_at,
-                                   "finishedAt": cont.finished_at}}
-        return {"waiting": {"reason": cont.reason, "message": cont.message}}
-
-    def report(self, run: PodRun, force: bool = False) -> None:
-        statuses = []
-        for c in run.containers:
-            s: dict[str, Any] = {
-                "name": c.name, "image": c.image, "imageID": f"sim://{c.image}",
-                "containerID": f"sim://{c.rec.pid if c.rec else 0}", "ready": c.state == "running",
-                "started": c.state == "running", "restartCount": c.restarts, "state": self._state_of(c),
-            }
-            if c.last:
-                s["lastState"] = c.last
-            statuses.append(s)
-        all_ready = all(c.state == "running" for c in run.containers)
-        if all(c.state == "terminated" for c in run.containers):
-            phase = "Succeeded" if all(c.exit_code == 0 for c in run.containers) else "Failed"
-        else:
-            phase = "Running" if any(c.state in ("running", "terminated") or c.restarts for c in run.containers) else "Pending"
-        cond = "True" if all_ready else "False"
-        status: dict[str, Any] = {
-            "phase": phase, "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
-            "podIP": run.ip, "podIPs": [{"ip": run.ip}], "startTime": run.start_time,
-            "conditions": [
-                {"type": "PodScheduled", "status": "True"},
-                {"type": "Initialized", "status": "True"},
-                {"type": "ContainersReady", "status": cond},
-                {"type": "Ready", "status": cond},
-            ],
-            "containerStatuses": statuses,
-        }
-        digest = json.dumps([phase, cond, [(s["restartCount"], list(s["state"])) for s in statuses]])
-        if digest == run.reported and not force:
+    def apply_logs(self, run: podrun.PodRun) -> None:
+        """Point the pod's ``Logs`` object at the current and previous log files (kubectl logs)."""
+        body = podlogs.logs_object(run.namespace, run.name, run.uid, run.logs)
+        key = json.dumps(body["spec"])
+        if key == run.logs_reported or not run.logs:
             return
-        for cnd in status["conditions"]:
-            cnd["lastTransitionTime"] = _now()
+        args = (podlogs.GROUP, podlogs.VERSION, run.namespace, podlogs.PLURAL)
         try:
-            self.core.patch_namespaced_pod_status(run.name, run.namespace, {"status": status})
-            run.reported = digest
-        except self.client.ApiException as exc:
+            try:
+                self.custom.create_namespaced_custom_object(*args, body)
+            except self.client.ApiException as exc:
+                if exc.status != 409:
+                    raise
+                self.custom.patch_namespaced_custom_object(*args, run.name, {"spec": body["spec"]})
+            run.logs_reported = key
+        except self.client.ApiException as exc:  # CRD not served yet, pod gone: tried again next poll
             if exc.status != 404:
-                print(f"status of {run.namespace}/{run.name}: {exc.status} {exc.reason}", flush=True)
+                print(f"logs of {run.namespace}/{run.name}: {exc.status} {exc.reason}", flush=True)
 
-    def kill(self, run: PodRun, grace: float) -> None:
-        recs = [c.rec for c in run.containers if c.rec is not None]
-        procs.stop(recs, grace=min(grace, MAX_GRACE_S))
-        for c in run.containers:
-            if c.popen is not None:
-                c.popen.wait()
+    def kill(self, run: podrun.PodRun, grace: float) -> None:
+        """End every process of the pod, its network namespace last."""
+        _stop(run.containers, min(grace, MAX_GRACE_S))
+        self._release_net(run)
 
-    def delete(self, run: PodRun, grace: float) -> None:
+    def _release_net(self, run: podrun.PodRun) -> None:
+        if run.net is not None:
+            netns.remove(run.net, run.pause, self.lay.root)
+            run.net = None
+
+    def delete(self, run: podrun.PodRun, grace: float) -> None:
         run.terminating = True
         self.kill(run, grace)
         self.pods.pop(run.uid, None)
@@ -322,7 +319,7 @@ class Kubelet:
                 if run is not None:
                     self.delete(run, float(pod.metadata.deletion_grace_period_seconds or 0))
                 else:
-                    self.delete(PodRun(uid, pod.metadata.namespace, pod.metadata.name, pod.spec.node_name, "",
+                    self.delete(podrun.PodRun(uid, pod.metadata.namespace, pod.metadata.name, pod.spec.node_name, "",
                                        self.lay.node_dir(pod.spec.node_name) / "pods" / "gone", "Never"), 0)
                 continue
             if run is None and time.monotonic() < self.retry_after.get(uid, 0.0):
@@ -330,9 +327,13 @@ class Kubelet:
             if run is None and (pod.status.phase or "Pending") in ("Pending", "Running"):
                 try:
                     self.start_pod(pod)
-                except self.client.ApiException as exc:
-                    print(f"start {pod.metadata.namespace}/{pod.metadata.name}: {exc.status} {exc.reason}", flush=True)
-                    self.pods.pop(uid, None)
+                except (self.client.ApiException, errors.CatalogError, OSError) as exc:
+                    why = f"{exc.status} {exc.reason}" if isinstance(exc, self.client.ApiException) else str(exc)
+                    print(f"start {pod.metadata.namespace}/{pod.metadata.name}: {why}", flush=True)
+                    failed = self.pods.pop(uid, None)
+                    if failed is not None:
+                        self.kill(failed, 0)
+                    self.retry_after[uid] = time.monotonic() + 2.0
                 continue
             if run is not None:
                 self.poll(run)
@@ -346,6 +347,24 @@ class Kubelet:
     def shutdown(self) -> None:
         for run in list(self.pods.values()):
             self.kill(run, 2.0)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _stop(conts: list[podrun.Container], grace: float) -> None:
+    """SIGTERM the containers' process groups, SIGKILL what is left after ``grace`` seconds.
+
+    Waits on each container's own Popen (never a wait for any child, which would swallow the
+    exit code of another pod's container the next poll is about to read)."""
+    live = [(c.popen, c.rec) for c in conts if c.popen is not None and c.rec is not None and c.popen.poll() is None]
+    for _, rec in live:
+        procs.signal_group(rec, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for popen, rec in live:
+        try:
+            popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except executor.TimeoutExpired:
+            procs.signal_group(rec, signal.SIGKILL)
+            popen.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,10 +375,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lay = Layout(args.state)
     cfg = ClusterConfig.load(lay.config)
-    # pod processes of an earlier kubelet of this cluster (a crash): end them, they restart fresh
+    # pod processes of an earlier kubelet of this cluster (a crash): end them (pause processes too,
+    # so their network namespaces go), they restart fresh
     procs.stop(procs.read_all_pods(lay.nodes), grace=2.0)
+    netns.clear(lay.root)
     kubelet = Kubelet(lay, cfg)
     stopping = False
+    try:
+        kubelet.ensure_logs_crd()
+    except (kubelet.client.ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
+        print(f"Logs CRD not created ({exc}); kubectl logs will not work for sim pods", flush=True)
 
     def on_term(_s: int, _f: object) -> None:
         nonlocal stopping

@@ -80,6 +80,11 @@ class Layout:
         return self.root / "kubeconfigs" / f"{component}.kubeconfig"
 
     @property
+    def image_map(self) -> Path:
+        """The cluster's image-map overlay with its facts (``imagemap.save``), when it has one."""
+        return self.root / "image-map.json"
+
+    @property
     def kwok_config(self) -> Path:
         return self.root / "kwok.yaml"
 

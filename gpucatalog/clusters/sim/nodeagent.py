@@ -3,19 +3,23 @@
 Nothing here is product code; it exists because the sim cluster has no GPUs. The agent process
 (``python -m …sim.nodeagent --state DIR``, supervised) answers which GPU a KAI GPU-reservation
 pod got, by writing the annotation ``run.ai/reserve_for_gpu_index`` (the GPU UUID) that KAI's
-resource-reservation binary would write from NVML. GPUs come from the node folder's hardware
-state (:func:`.nodefs.load_hw`); the node's ``nvidia-smi`` is :mod:`.nvidiasmi`'s.
+resource-reservation binary would write from NVML. It also makes the GPUs of a node that runs
+work read busy in ``nvidia-smi`` (P0, link at its trained speed), as a real driver would, while
+the others read idle (:func:`mark_busy`). GPUs come from the node folder's hardware state
+(:func:`.nodefs.load_hw`); the node's ``nvidia-smi`` is :mod:`.nvidiasmi`'s.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from gpucatalog.clusters import shapes
 from gpucatalog.clusters.sim import nodefs
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
@@ -55,6 +59,55 @@ def annotate_reservations(core: Any, nodes_dir: Path) -> int:
     return done
 
 
+GPU_RESOURCE = "nvidia.com/gpu"
+# KAI's GPU-sharing pods ask for a share of one GPU through annotations instead of the resource
+GPU_SHARE_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+
+
+def gpus_in_use(pods: list[Any]) -> dict[str, int]:
+    """Node -> number of GPUs its running pods use (whole GPUs requested, a share counts as one)."""
+    used: dict[str, int] = {}
+    for p in pods:
+        if p.metadata.deletion_timestamp or not p.spec.node_name or (p.status and p.status.phase != "Running"):
+            continue
+        n = 0
+        for c in p.spec.containers or []:
+            res = c.resources
+            want = (((res.limits if res else None) or {}).get(GPU_RESOURCE)
+                    or ((res.requests if res else None) or {}).get(GPU_RESOURCE))
+            n += int(want or 0)
+        if not n and any(a in (p.metadata.annotations or {}) for a in GPU_SHARE_ANNOTATIONS):
+            n = 1
+        if n:
+            used[p.spec.node_name] = used.get(p.spec.node_name, 0) + n
+    return used
+
+
+def mark_busy(core: Any, nodes_dir: Path, cluster: str, known: dict[str, int]) -> int:
+    """Make the first N GPUs of each node read busy, N = the GPUs its running pods use; ``known``
+    (node -> N last written) keeps untouched nodes from being rewritten every second."""
+    used = gpus_in_use(core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items)
+    changed = 0
+    for node in set(used) | {n for n, c in known.items() if c}:
+        count = used.get(node, 0)
+        if known.get(node) == count:
+            continue
+        node_dir = nodefs.ensure(nodes_dir, node, cluster)
+        name = nodefs.shape_name(nodes_dir, node)
+        if node_dir is None or name is None or shapes.get(name).gpu is None:
+            known[node] = count
+            continue
+        changed += nodefs.set_work_busy(node_dir, shapes.get(name), set(range(count)))
+        known[node] = count
+    return changed
+
+
+def busy_at_start(nodes_dir: Path) -> dict[str, int]:
+    """GPUs marked busy by an earlier run of this agent (so a restart clears what went idle)."""
+    return {p.parent.parent.name: len(json.loads(p.read_text()).get("gpus", []))
+            for p in nodes_dir.glob("*/sim/busy.json")}
+
+
 def main(argv: list[str] | None = None) -> int:
     import urllib3
     from kubernetes import client
@@ -68,11 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     lay = Layout(args.state)
     core: Any = client.CoreV1Api(kubeapi.client_for(lay.component_kubeconfig("sim-kubelet")))
     print(f"sim node agent up (pid {os.getpid()})", flush=True)
+    busy = busy_at_start(lay.nodes)
     while True:
         try:
             n = annotate_reservations(core, lay.nodes)
             if n:
                 print(f"annotated {n} reservation pod(s)", flush=True)
+            n = mark_busy(core, lay.nodes, lay.name, busy)
+            if n:
+                print(f"GPU load changed on {n} node(s)", flush=True)
         except client.ApiException as exc:
             if exc.status != 404:
                 print(f"api error: {exc.status} {exc.reason}", flush=True)

@@ -10,17 +10,24 @@ Layout of ``<state>/nodes/<node>/`` (the node's "/" for hostPath volumes of sim-
     sim/nvlink-status.txt                       what ``nvidia-smi nvlink -s`` prints
     sim/shape.json                              the expected (healthy) facts of the node shape
     sim/hw.json                                 current simulated hardware state (faults edit it)
+    sim/busy.json                               GPUs running work (the sim node agent writes it)
 
 ``seed`` writes it healthy; ``render`` rewrites the readings from ``sim/hw.json`` after
-``faults`` changed it. Called by ``cluster.up`` and ``faults``.
+``faults`` changed it. A GPU reads as a real one does: idle (P8, 0 %, PCIe link down-trained to
+gen 1) unless work runs on it (``busy.json``) or a fault holds it busy, then P0 at its trained
+link (``nvidiasmi``). Writers hold ``locked``. Called by ``cluster.up``, ``faults`` and
+``nodeagent``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -52,6 +59,7 @@ def healthy_hw(shape: Shape, cluster: str, node: str) -> dict[str, Any]:
                 "ecc_dram_correctable": 0,
                 "nvlink_down": [],
                 "fallen_off_bus": False,
+                "busy_fault": False,  # a fault holds the GPU busy (pcie-downgrade)
             })
     ib = {}
     if shape.infiniband is not None:
@@ -98,6 +106,34 @@ def ensure(nodes_dir: Path, node: str, cluster: str) -> Path | None:
     return d
 
 
+@contextlib.contextmanager
+def locked(node_dir: Path) -> Iterator[None]:
+    """Serialise read-modify-render of a node folder between processes (faults, node agent)."""
+    with open(node_dir / "sim" / ".lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def busy_gpus(node_dir: Path) -> set[int]:
+    try:
+        return set(json.loads((node_dir / "sim" / "busy.json").read_text())["gpus"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def set_work_busy(node_dir: Path, shape: Shape, gpus: set[int]) -> bool:
+    """Mark which GPUs run work and re-render; False when nothing changed."""
+    with locked(node_dir):
+        if busy_gpus(node_dir) == gpus:
+            return False
+        (node_dir / "sim" / "busy.json").write_text(json.dumps({"gpus": sorted(gpus)}))
+        render(node_dir, shape, load_hw(node_dir))
+        return True
+
+
 def load_hw(node_dir: Path) -> dict[str, Any]:
     hw: dict[str, Any] = json.loads((node_dir / "sim" / "hw.json").read_text())
     return hw
@@ -130,7 +166,7 @@ def seed(node_dir: Path, shape: Shape, cluster: str, final_dir: Path | None = No
 def render(node_dir: Path, shape: Shape, hw: dict[str, Any]) -> None:
     """Write every reading file from the hardware state ``hw``."""
     if shape.gpu is not None:
-        xml = nvidiasmi.nvidia_smi_xml(shape, hw)
+        xml = nvidiasmi.nvidia_smi_xml(shape, hw, busy_gpus(node_dir))
         tmp = node_dir / "sim" / "nvidia-smi-q-x.xml.tmp"
         tmp.write_text(xml)
         tmp.replace(node_dir / "sim" / "nvidia-smi-q-x.xml")

@@ -54,8 +54,13 @@ def _yes(b: bool) -> str:
     return "Yes" if b else "No"
 
 
-def nvidia_smi_xml(shape: Shape, hw: dict[str, Any]) -> str:
-    """``nvidia-smi -q -x`` shaped output (element names of nvsmi_device_v12.dtd)."""
+IDLE_LINK_GEN = 1  # what an idle GPU's link down-trains to (real P8 dumps all read gen 1)
+
+
+def nvidia_smi_xml(shape: Shape, hw: dict[str, Any], work: set[int] | None = None) -> str:
+    """``nvidia-smi -q -x`` shaped output (element names of nvsmi_device_v12.dtd). GPUs in
+    ``work`` (or held busy by a fault) read busy: P0, link at its trained gen; the others read as
+    real idle GPUs do: P8, 0 %, link down-trained to gen 1."""
     g = shape.gpu
     assert g is not None
     root = ET.Element("nvidia_smi_log")
@@ -65,6 +70,8 @@ def nvidia_smi_xml(shape: Shape, hw: dict[str, Any]) -> str:
     present = [x for x in hw["gpus"] if not x["fallen_off_bus"]]
     _sub(root, "attached_gpus", len(present))
     for x in present:
+        busy = bool(x.get("busy_fault")) or x["index"] in (work or set())
+        link_gen = x["pcie_gen_current"] if busy else min(IDLE_LINK_GEN, x["pcie_gen_current"])
         gpu = ET.SubElement(root, "gpu", id=x["bus_id"])
         _sub(gpu, "product_name", g.name)
         _sub(gpu, "product_brand", "NVIDIA")
@@ -81,8 +88,8 @@ def nvidia_smi_xml(shape: Shape, hw: dict[str, Any]) -> str:
         link = _sub(pci, "pci_gpu_link_info")
         gen = _sub(link, "pcie_gen")
         _sub(gen, "max_link_gen", g.pcie_gen)
-        _sub(gen, "current_link_gen", x["pcie_gen_current"])
-        _sub(gen, "device_current_link_gen", x["pcie_gen_current"])
+        _sub(gen, "current_link_gen", link_gen)
+        _sub(gen, "device_current_link_gen", link_gen)
         _sub(gen, "max_device_link_gen", g.pcie_gen)
         _sub(gen, "max_host_link_gen", g.pcie_gen)
         widths = _sub(link, "link_widths")
@@ -90,11 +97,15 @@ def nvidia_smi_xml(shape: Shape, hw: dict[str, Any]) -> str:
         _sub(widths, "current_link_width", f"{x['pcie_width_current']}x")
         _sub(pci, "replay_counter", 0)
         _sub(pci, "replay_rollover_counter", 0)
+        _sub(gpu, "performance_state", "P0" if busy else "P8")
         fb = _sub(gpu, "fb_memory_usage")
         _sub(fb, "total", f"{g.memory_mib} MiB")
         _sub(fb, "reserved", "0 MiB")
         _sub(fb, "used", "0 MiB")
         _sub(fb, "free", f"{g.memory_mib} MiB")
+        util = _sub(gpu, "utilization")
+        _sub(util, "gpu_util", "93 %" if busy else "0 %")
+        _sub(util, "memory_util", "41 %" if busy else "0 %")
         mode = _sub(gpu, "ecc_mode")
         _sub(mode, "current_ecc", "Enabled")
         _sub(mode, "pending_ecc", "Enabled")

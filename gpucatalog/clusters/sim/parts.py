@@ -1,41 +1,92 @@
 """What of a sim cluster ran for real and what was simulated, for certification evidence.
 
-Called by ``SimCluster.live_parts`` / ``simulated_parts`` (:mod:`.cluster`), which certification
-reads through the provider's ``DescribesParts`` capability. Pods are listed through the API: a
-pod bound to a node whose every image is in the image map ran as a real process under the sim
-kubelet; any other pod's status was only simulated by kwok.
+Called by ``SimCluster.live_parts`` / ``simulated_parts`` / ``mapped_images`` (:mod:`.cluster`),
+which certification reads through the provider's capabilities. Pods are listed through the API
+and judged by the cluster's own image map (shipped + its overlay): a pod ran live only when it is
+bound, every image is mapped, and the sim kubelet started a process for each container (its
+status carries a ``sim://<pid>`` container ID); a mapped pod the sim kubelet never started
+(StartError, still creating) is not live. Any other pod's status was only simulated by kwok.
+Each overlay image is listed with its executable's sha256 and reported version, and the pods
+that really ran it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from gpucatalog.clusters.sim import images, services
+from gpucatalog.clusters.sim import binversion, imagemap, images, services
 from gpucatalog.clusters.sim.layout import Layout
 
 
-def _pods(core: Any) -> list[tuple[str, bool, bool]]:
-    """(description, ran live, in a conformance namespace) per pod of the cluster."""
+@dataclass(frozen=True)
+class _Pod:
+    ident: str  # "pod ns/name (images)"
+    name: str  # "ns/name"
+    images: tuple[str, ...]
+    live: bool
+    conformance: bool
+
+
+def _started(p: Any) -> bool:
+    """The sim kubelet started a process for every container (a ``sim://<pid>`` with pid > 0)."""
+    statuses = (p.status.container_statuses or []) if p.status else []
+    ids = {cs.name: str(cs.container_id or "") for cs in statuses}
+    return bool(ids) and all(ids.get(c.name, "").removeprefix("sim://") not in ("", "0") for c in p.spec.containers)
+
+
+def _pods(lay: Layout, core: Any) -> list[_Pod]:
+    table = images.merged(imagemap.read(lay.image_map))
     out = []
     for p in core.list_pod_for_all_namespaces().items:
-        imgs = sorted({c.image for c in p.spec.containers})
-        ident = f"pod {p.metadata.namespace}/{p.metadata.name} ({', '.join(imgs)})"
-        live = bool(p.spec.node_name) and all(images.lookup(i) is not None for i in imgs)
-        out.append((ident, live, str(p.metadata.namespace).startswith("conformance")))
+        imgs = tuple(sorted({c.image for c in p.spec.containers}))
+        mapped = all(images.lookup(i, table) is not None for i in imgs)
+        name = f"{p.metadata.namespace}/{p.metadata.name}"
+        out.append(_Pod(ident=f"pod {name} ({', '.join(imgs)})", name=name, images=imgs,
+                        live=bool(p.spec.node_name) and mapped and _started(p),
+                        conformance=str(p.metadata.namespace).startswith("conformance")))
     return out
+
+
+def mapped_images(lay: Layout, core: Any) -> list[dict[str, Any]]:
+    """Per overlay image: the executable, its sha256 and reported version, the pods that really
+    ran it and their image tags; ``live`` only when at least one did; ``version_matches`` False
+    when a tag that ran is a version and the executable reports another one."""
+    pods = _pods(lay, core)
+    out = []
+    for b in imagemap.read(lay.image_map):
+        ran = [(p.name, ref) for p in pods if p.live for ref in p.images if images.repository(ref) == b.image]
+        tags = sorted({ref[len(images.repository(ref)):].lstrip(":").split("@")[0] for _n, ref in ran} - {""})
+        versions = [t for t in tags if binversion.VERSION.fullmatch(t)]
+        out.append({**b.to_dict(), "ran": sorted({n for n, _ref in ran}), "tags": tags, "live": bool(ran),
+                    "version_matches": all(t.lstrip("v") == b.version.lstrip("v") for t in versions)})
+    return out
+
+
+def _binary_lines(lay: Layout, core: Any) -> tuple[list[str], list[str]]:
+    live, not_run = [], []
+    for m in mapped_images(lay, core):
+        what = f"image {m['image']} -> {m['executable']} ({m['sha256']}, reports {m['version']})"
+        if m["live"]:
+            live.append(what + ": ran in " + ", ".join(m["ran"]))
+        else:
+            not_run.append(what + ": mapped, but no pod ran it")
+    return live, not_run
 
 
 def live(lay: Layout, core: Any) -> list[str]:
     parts = services.live_parts(lay)
     parts.append("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (pinned builds)")
     parts.append("kwok: node and pod lifecycle of simulated nodes")
-    parts += [ident + ": real process run by the sim kubelet" for ident, is_live, _ in _pods(core) if is_live]
+    parts += _binary_lines(lay, core)[0]
+    parts += [p.ident + ": real process run by the sim kubelet" for p in _pods(lay, core) if p.live]
     return parts
 
 
 def simulated(lay: Layout, core: Any) -> list[str]:
     parts = services.simulated_parts(lay)
     parts.append("GPU hardware and driver: nvidia-smi XML, kernel log, InfiniBand sysfs per node folder")
-    parts += [ident + ": status simulated by kwok (image not runnable here)"
-              for ident, is_live, conformance in _pods(core) if not is_live and not conformance]
+    parts += _binary_lines(lay, core)[1]
+    parts += [p.ident + ": status simulated by kwok (image not runnable here, or never started)"
+              for p in _pods(lay, core) if not p.live and not p.conformance]
     return parts

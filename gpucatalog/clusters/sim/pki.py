@@ -142,6 +142,13 @@ def generate(dir: Path) -> Pki:
     _write(pki.key("apiserver"), _key_pem(key))
     _write(pki.crt("apiserver"), crt.public_bytes(serialization.Encoding.PEM))
 
+    # kwok's kubelet API (logs of sim-kubelet pods), which the API server dials at 127.0.0.1
+    key = ec.generate_private_key(ec.SECP256R1())
+    crt = _sign(_name("sim-kubelet-server"), key.public_key(), ca_name, ca_key, server=True,
+                sans=[x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    _write(pki.key("kubelet-server"), _key_pem(key))
+    _write(pki.crt("kubelet-server"), crt.public_bytes(serialization.Encoding.PEM))
+
     for who, (cn, org) in CLIENTS.items():
         key = ec.generate_private_key(ec.SECP256R1())
         crt = _sign(_name(cn, org), key.public_key(), ca_name, ca_key)

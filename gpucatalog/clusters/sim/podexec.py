@@ -2,6 +2,8 @@
 
 Run by the sim kubelet as ``python -m …sim.podexec SPEC.json`` (in its own session). It
 
+0. enters the pod's network namespace (``net`` in the spec: the pause process holding it, see
+   :mod:`.netns`; absent for ``hostNetwork`` pods),
 1. unshares a mount namespace (nothing it mounts is visible to the host, and every mount
    disappears with the process),
 2. builds a pod root on a small tmpfs whose top-level entries are bind mounts of the host's
@@ -134,8 +136,19 @@ def setup_root(root: str, mounts: list[dict[str, object]]) -> None:
             _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
+def join_pod_network(net: dict[str, object]) -> None:
+    from gpucatalog.clusters.sim import netns, procs
+
+    holder = procs.PidRecord(str(net["name"]), int(str(net["pid"])), int(str(net["ticks"])))
+    if not holder.alive():  # checked by start time, so a recycled pid is never entered
+        raise OSError(f"the pod's network namespace (pause pid {holder.pid}) is gone")
+    netns.enter(f"/proc/{holder.pid}/ns/net")
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text())
+    if spec.get("net"):
+        join_pod_network(spec["net"])
     setup_root(spec["root"], spec["mounts"])
     os.chroot(spec["root"])
     os.chdir(spec.get("workingDir") or "/")

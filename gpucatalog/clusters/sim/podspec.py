@@ -11,6 +11,8 @@ under the pod folder), :meth:`Builder.container_spec` gives one container's laun
 * ConfigMap, Secret, projected (token, ConfigMap, Secret, downward API) and emptyDir volumes
   are written under ``<pod folder>/volumes/<name>``, the first three atomically (:mod:`.atomicdir`)
   and again by :meth:`Builder.refresh` when their objects change;
+* a mount with ``subPath`` (or ``subPathExpr``, ``$(VAR)``-expanded) mounts that file or folder of
+  the volume (a ConfigMap key as a single file, say);
 * env comes from the pod spec (``value`` with ``$(VAR)`` expansion, ``envFrom``, field,
   ConfigMap and Secret key refs) over the variables a kubelet and the image would set.
 """
@@ -25,21 +27,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.clusters.sim import atomicdir, egress
+from gpucatalog.clusters.sim import atomicdir, egress, netns
 from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import ClusterConfig
 from gpucatalog.clusters.sim.layout import Layout
+from gpucatalog.core import errors
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 @dataclass(frozen=True)
 class PodPlace:
-    """Where a pod runs: its node, its pod IP (as the API sees it) and its folder on the host."""
+    """Where a pod runs: its node, its pod IP (as the API sees it), its folder on the host and
+    its network namespace (None: ``hostNetwork``, on the host at the IP's loopback alias)."""
 
     node: str
     ip: str
     dir: Path
+    net: netns.PodNet | None = None
+
+    def bind_ip(self, slot: int) -> str:
+        """The address the pod's processes can bind and others reach them at."""
+        return self.ip if self.net is not None else egress.loopback_of(self.ip, slot)
 
 
 @dataclass(frozen=True)
@@ -176,13 +185,29 @@ class Builder:
     # -- per container ------------------------------------------------------------------------
     def container_spec(self, pod: Any, c: Any, argv: list[str], place: PodPlace, prep: Prepared) -> dict[str, Any]:
         """The launch spec :mod:`.podexec` reads for container ``c``."""
-        mounts = [{"source": str(prep.volumes[m.name]), "mountPath": m.mount_path, "readOnly": bool(m.read_only)}
-                  for m in c.volume_mounts or [] if m.name in prep.volumes]
+        env = self.env(pod, c, place, prep.kubeconfig)
+        mounts = []
+        for m in c.volume_mounts or []:
+            if m.name not in prep.volumes:
+                continue
+            source = prep.volumes[m.name]
+            sub = m.sub_path or (expand(m.sub_path_expr, env) if m.sub_path_expr else "")
+            if sub:
+                # one file or folder of the volume; a kubelet creates a missing one as a folder
+                source = source / sub
+                if ".." in Path(sub).parts or Path(sub).is_absolute():
+                    raise errors.InputError(f"container {c.name!r}: subPath {sub!r} leaves its volume",
+                                            field=f"volumeMounts[{m.name}].subPath")
+                if not source.exists():
+                    source.mkdir(parents=True)
+            mounts.append({"source": str(source), "mountPath": m.mount_path, "readOnly": bool(m.read_only)})
         if prep.token and not any(m["mountPath"] == SA_PATH for m in mounts):
             mounts.append({"source": str(place.dir / "serviceaccount"), "mountPath": SA_PATH, "readOnly": True})
+        net = place.net
         return {
+            "net": {"name": net.holder.name, "pid": net.holder.pid, "ticks": net.holder.ticks} if net else None,
             "argv": argv,
-            "env": self.env(pod, c, place, prep.kubeconfig),
+            "env": env,
             "workingDir": c.working_dir or "/",
             "mounts": mounts,
             "root": str(place.dir / f"root-{c.name}"),
@@ -197,7 +222,7 @@ class Builder:
             "spec.nodeName": place.node,
             "spec.serviceAccountName": pod.spec.service_account_name or "default",
             # the address the process can bind and the API server reaches through the egress proxy
-            "status.podIP": egress.loopback_of(place.ip, self.cfg.slot),
+            "status.podIP": place.bind_ip(self.cfg.slot),
             "status.hostIP": "127.0.0.1",
         }
         if path in values:
@@ -223,7 +248,7 @@ class Builder:
             "SIM_POD_IP": place.ip,
             # Sim-only: which sim cluster this process belongs to (used by sim actuators).
             "GPU_CATALOG_SIM_NAME": self.cfg.name,
-            "SIM_POD_LOOPBACK_IP": egress.loopback_of(place.ip, self.cfg.slot),
+            "SIM_POD_LOOPBACK_IP": place.bind_ip(self.cfg.slot),
         }
         if kubeconfig is not None:
             env["KUBECONFIG"] = str(kubeconfig)

@@ -120,3 +120,35 @@ def read_all_pods(nodes_dir: Path) -> list[PidRecord]:
         return []
     recs = [read(p) for p in nodes_dir.glob("*/pods/*/*.pid")]
     return [r for r in recs if r is not None]
+
+
+@dataclass(frozen=True)
+class Usage:
+    rss: int  # bytes resident
+    pss: int  # bytes, shared pages divided among their users
+    cpu_s: float  # user + system time, including reaped children's
+
+
+def usage(sessions: set[int]) -> Usage:
+    """What every process in ``sessions`` (session ids: the pids of recorded processes) uses
+    now. Read by the benchmarks (``bench/cluster_start.py``, ``bench/sim_pods.py``)."""
+    rss = pss = 0
+    cpu = 0.0
+    page, ticks = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[3]) not in sessions:  # field 6: session id
+                continue
+            cpu += sum(int(f) for f in fields[11:15]) / ticks  # utime stime cutime cstime
+            rss += int((d / "statm").read_text().split()[1]) * page
+            for line in (d / "smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    pss += int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended while being read
+    return Usage(rss, pss, cpu)
+

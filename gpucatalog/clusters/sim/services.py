@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpucatalog.clusters.sim import relay
 from gpucatalog.clusters.sim.layout import Layout
 from gpucatalog.core import errors
 
@@ -40,6 +41,11 @@ def start_slurm(lay: Layout, cluster_name: str, core: Any, objects: Sequence[Map
     cluster = slurm.SlurmCluster(spec, lay.slurm)
     cluster.start(timeout)
     _SLURM_CHILDREN[str(lay.root)] = cluster
+    if cluster.ports is not None:
+        # pods live in their own network namespaces: their Slurm clients (gpu-health's scontrol
+        # hook) reach slurmctld and slurmdbd at 127.0.0.1 through the pod relays
+        relay.write_host_ports(lay, {k: v for k, v in (("slurmctld", cluster.ports.slurmctld),
+                                                       ("slurmdbd", cluster.ports.slurmdbd)) if v})
     t = cluster.timings.get("total", 0.0)
     return [f"Slurm {cluster.slurm_version()} cluster {spec.cluster_name!r}: slurmctld, "
             f"{len(cluster.node_names())} slurmd ({', '.join(cluster.node_names())})"

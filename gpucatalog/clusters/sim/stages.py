@@ -16,10 +16,11 @@ from gpucatalog.clusters.sim import images
 PLACEHOLDER = "__SIM_KUBELET_PODS__"
 
 
-def render(heartbeat_s: float = 300.0) -> str:
-    """kwok.yaml text; ``heartbeat_s`` is the node status heartbeat period (Leases carry liveness)."""
+def render(heartbeat_s: float = 300.0, table: images.Table | None = None) -> str:
+    """kwok.yaml text; ``heartbeat_s`` is the node status heartbeat period (Leases carry liveness);
+    ``table`` the cluster's image map (default: this process's)."""
     stages = resources.files("gpucatalog.clusters.sim").joinpath("data/kwok-stages.yaml").read_text()
-    expr = images.kwok_exclusion_jq()
+    expr = images.kwok_exclusion_jq(table)
     # the placeholder sits inside single quotes in YAML; double any single quote of the expression
     stages = stages.replace(PLACEHOLDER, expr.replace("'", "''"))
     ms = int(heartbeat_s * 1000)
@@ -33,11 +34,14 @@ def render(heartbeat_s: float = 300.0) -> str:
             "nodeLeaseParallelism": 16,
             "nodePlayStageParallelism": 16,
             "podPlayStageParallelism": 16,
+            # kwok's kubelet API serves container logs (kubectl logs of sim-kubelet pods, see
+            # podlogs); a config file that leaves it out reads as false
+            "enableDebuggingHandlers": True,
         },
     }
     return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages
 
 
-def write(path: Path, heartbeat_s: float = 300.0) -> Path:
-    path.write_text(render(heartbeat_s))
+def write(path: Path, heartbeat_s: float = 300.0, table: images.Table | None = None) -> Path:
+    path.write_text(render(heartbeat_s, table))
     return path

@@ -3,10 +3,12 @@ conditions, Events and a safe cordon -> drain -> repair -> verify -> uncordon cy
 
 Talks only to the Kubernetes API plus the fault-injection callable the runner passes in
 ``ctx.params["inject_fault"]`` — ``inject_fault(node, kind, **kw)`` with kinds ``xid`` (``code``,
-``gpu``), ``row-remap-pending``, ``row-remap-failure``, ``ib-rate`` and ``clear`` (on the sim
-cluster: ``SimCluster.inject_fault`` / ``catalog cluster inject-fault``). Other params:
+``gpu``), ``row-remap-pending``, ``row-remap-failure``, ``pcie-downgrade`` (``gpu``: that GPU
+busy on a narrowed link), ``ib-rate`` and ``clear`` (on the sim cluster:
+``SimCluster.inject_fault`` / ``catalog cluster inject-fault``). Other params:
 ``gpu_health_namespace`` (default ``gpu-health``), ``node_selector`` (GPU nodes, default
-``nvidia.com/gpu.present=true``). The observable contract it checks (label, annotations,
+``nvidia.com/gpu.present=true``), ``idle_observe_s`` (how long an idle node is watched, default
+12: several agent cycles; a real cluster's 10 s agent interval wants 60). The observable contract it checks (label, annotations,
 condition types, breaker ConfigMap) is written down in ``remediation_contract``, on purpose not
 imported from the implementation; ``remediation_env`` holds what every case works with. Needs at
 least 4 GPU nodes.
@@ -35,6 +37,69 @@ def case_agents_report(env: remediation_env.Env, res: base.CaseResult) -> None:
     for node in env.nodes:
         env.ensure_healthy(node)
     res.details["gpu_nodes"] = len(env.nodes)
+
+
+def case_idle_gpus_never_quarantined(env: remediation_env.Env, res: base.CaseResult) -> None:
+    """GPUs idling between jobs down-train their PCIe link (gen 1, sometimes narrower) and that is
+    no fault: over several agent cycles on a node that runs no work, gpu-health reports no PCIe
+    fault (no True condition, no PCIe Warning Event) and never cordons it."""
+    node = env.nodes[0]
+    env.ensure_healthy(node)
+    t0 = time.time()
+    beats: set[str] = set()
+    seen_idle_note = False
+
+    def still_idle_and_untouched() -> bool:
+        nonlocal seen_idle_note
+        n = env.node(node)
+        pc = rc.condition(n, rc.PCIE)
+        if pc.get("status") == "True":
+            raise base.CaseFailed(f"idle node reported {rc.PCIE}=True: {pc.get('message', '')[:300]}")
+        if rc.cordoned(n) or rc.state(n) != "healthy":
+            raise base.CaseFailed(f"idle node left service: state {rc.state(n)}, cordoned={rc.cordoned(n)}")
+        if pc.get("lastHeartbeatTime"):
+            beats.add(str(pc["lastHeartbeatTime"]))
+        seen_idle_note |= "not judged" in str(pc.get("message", ""))
+        return True
+
+    base.holds(f"{node} idle: no PCIe fault, not cordoned", still_idle_and_untouched,
+               env.ctx.scaled(float(env.ctx.params.get("idle_observe_s", 12))))
+    if len(beats) < 3:
+        raise base.CaseFailed(f"the agent reported {rc.PCIE} only {len(beats)} times while watched: nothing was judged")
+    # An agent reports a finding once (one Event per finding, never refreshed), so a PCIe Event it
+    # raised about this idle node before the watch began is as much a wrong verdict: all count
+    # (a correct agent never raises one on an idle node, so earlier runs leave none behind).
+    events = [e for reason in rc.PCIE_REASONS for e in env.events(node, reason, since=0.0)]
+    if events:
+        raise base.CaseFailed(f"idle node got PCIe Warning Events: {[e.get('message', '')[:200] for e in events]}")
+    res.details.update({"node": node, "agent_readings": len(beats), "idle_link_recorded_not_judged": seen_idle_note,
+                        "observed_s": round(time.time() - t0, 1)})
+
+
+def case_busy_narrowed_link_quarantined(env: remediation_env.Env, res: base.CaseResult) -> None:
+    """A GPU busy on a link narrower than the node shape's (the sim: P0 at x8 of x16) is a fault
+    once the agent has seen it over consecutive busy readings: GpuPcieDegraded=True asking for
+    hardware repair, and the node is cordoned and parked for a technician."""
+    node = env.nodes[3]
+    env.ensure_healthy(node)
+    t0 = time.time()
+    env.inject(node, "pcie-downgrade", gpu=4)
+    try:
+        env.wait_node(node, f"{rc.PCIE}=True (PcieWidthDegraded)", lambda n: (
+            rc.condition(n, rc.PCIE).get("status") == "True"
+            and rc.condition(n, rc.PCIE).get("reason") == "PcieWidthDegraded"), 60)
+        detected = time.time()
+        msg = rc.condition(env.node(node), rc.PCIE)["message"]
+        if not msg.startswith("action=HARDWARE_REPAIR;") or "GPU 4 " not in msg:
+            raise base.CaseFailed(f"condition does not name GPU 4 and ask for hardware repair: {msg[:300]}")
+        env.wait_node(node, "cordoned by gpu-health and parked for hardware repair", lambda n: (
+            rc.cordoned(n) and rc.annots(n).get(rc.CORDONED_BY) == "gpu-health"
+            and rc.state(n) == "hardware-repair"), 60)
+        res.details.update({"node": node, "detected_after_s": round(detected - t0, 2),
+                            "quarantined_after_s": round(time.time() - t0, 2), "message": msg[:300]})
+    finally:
+        env.clear(node)
+        env.release(node)
 
 
 def _workload(env: remediation_env.Env, ns: str, node: str, other: str) -> None:
@@ -257,11 +322,13 @@ def case_manual_cordon_respected(env: remediation_env.Env, res: base.CaseResult)
 
 CASES: list[tuple[str, Callable[[remediation_env.Env, base.CaseResult], None]]] = [
     ("agents_report_conditions", case_agents_report),
+    ("idle_gpus_never_quarantined", case_idle_gpus_never_quarantined),
     ("xid79_cordon_drain_repair_verify_uncordon", case_xid79_full_cycle),
     ("application_xid_event_no_cordon", case_application_xid_event_only),
     ("pending_row_remap_gpu_reset", case_pending_remap_gpu_reset),
     ("failed_row_remap_hardware_repair", case_failed_remap_hardware_repair),
     ("ib_port_half_rate_detected", case_ib_half_rate),
+    ("busy_narrowed_pcie_link_quarantined", case_busy_narrowed_link_quarantined),
     ("breaker_caps_quarantines_when_most_nodes_fault", case_breaker_caps_quarantines),
     ("manual_cordon_never_uncordoned", case_manual_cordon_respected),
 ]

@@ -2,14 +2,18 @@
 (``gpu-fraction`` or ``gpu-memory``) and never overcommits a device.
 
 Cases: two half-GPU pods share one GPU; 2N pods at 0.7 on N free GPUs schedule exactly N; a
-``gpu-memory`` request that fits schedules and one larger than the GPU stays pending with a
-reason; whole-GPU and fractional pods together never oversubscribe a device. Each case records
+``gpu-memory`` request that fits lands on a shared GPU (a GPU group held by a reservation pod) and
+one larger than any GPU stays pending for lack of GPU memory; whole-GPU and fractional pods
+together never oversubscribe a physical GPU or a node, counting every tenant's pods and KAI's
+reservation pods. Each case records
 its placements (pod, node, GPU, fraction) in ``details["placements"]``.
 
 Called through ``SUITES`` by the certify pipeline; talks only to the Kubernetes API.
 """
 
 from __future__ import annotations
+
+import re
 
 from gpucatalog.validators.conformance import (
     base,
@@ -22,6 +26,7 @@ from gpucatalog.validators.conformance import (
 )
 
 NAME = "fractional_gpu"
+GPU_MEMORY_REASON = re.compile(r"gpu memory", re.IGNORECASE)
 COMPONENTS = ["scheduler", "binder", "pod-grouper", "admission"]
 
 
@@ -38,10 +43,37 @@ class _Suite(kai_suite.KaiSuite):
     def record(self, res: base.CaseResult, placements: list[kai_math.Placement]) -> None:
         res.details["placements"] = [pl.to_dict() for pl in placements]
 
-    def no_oversubscription(self, placements: list[kai_math.Placement]) -> None:
-        problems = kai_math.oversubscription(placements, gpu_inventory.gpu_capacity(self.kube))
+    def no_oversubscription(self) -> None:
+        """No physical GPU or node is overcommitted, counting every tenant's pods and KAI's
+        reservation pods, not only this case's."""
+        uses = kai_pods.gpu_uses(self.kube, self.p, gpu_inventory.gpu_memory_mib(self.kube))
+        problems = kai_math.oversubscription(uses, gpu_inventory.gpu_capacity(self.kube))
         if problems:
             raise base.CaseFailed("GPU oversubscribed: " + "; ".join(problems))
+
+    def shared_gpu_of(self, pod_name: str, ws: kai_workspace.Workspace, group: str) -> str:
+        """Wait until KAI put scheduled pod ``pod_name`` on a shared GPU: a GPU group label and a
+        reservation pod of that group holding a device on the pod's node; returns the group."""
+        seen = {"node": "", "group": ""}
+
+        def probe() -> str | None:
+            pod_obj = next((x for x in ws.group_pods(group) if x.metadata.name == pod_name), None)
+            if pod_obj is None:
+                return None
+            seen["node"] = node = pod_obj.spec.node_name or ""
+            seen["group"] = gpu_group = (pod_obj.metadata.labels or {}).get(kai_pods.GPU_GROUP_LABEL, "")
+            held = gpu_group and any(r.spec.node_name == node for r in kai_pods.reservation_pods(self.kube, self.p, gpu_group))
+            return gpu_group if node and held else None
+
+        try:
+            return self.wait(f"pod {pod_name} to use a shared GPU", probe)
+        except base.WaitTimeout as exc:
+            if not seen["group"]:
+                raise base.CaseFailed(f"pod {pod_name} was scheduled on {seen['node'] or 'no node'} but KAI gave it "
+                                      f"no GPU group ({kai_pods.GPU_GROUP_LABEL}): it does not use a shared GPU") from exc
+            raise base.CaseFailed(f"pod {pod_name} is in GPU group {seen['group']}, but no reservation pod of that "
+                                  f"group holds a GPU on {seen['node'] or 'its node'} "
+                                  f"(namespace {self.p.reservation_namespace})") from exc
 
     # -- cases ---------------------------------------------------------------------------------
 
@@ -65,6 +97,7 @@ class _Suite(kai_suite.KaiSuite):
             where = {(pl.node, pl.gpu) for pl in placements}
             if len(where) != 1 or not placements[0].gpu:
                 raise base.CaseFailed(f"the two 0.5 pods did not share one GPU: {sorted(where)}")
+            self.no_oversubscription()
 
     def fill_gpus_at_seventy_percent(self, ctx: base.SuiteContext, res: base.CaseResult) -> None:
         # Use whole nodes up to max_fill_gpus free GPUs, and pin the pods there, so "exactly N"
@@ -82,7 +115,7 @@ class _Suite(kai_suite.KaiSuite):
             done, pending = self.settle(ws, "seventy", 2 * n)
             placements = self.placements(ws, "seventy")
             self.record(res, placements)
-            self.no_oversubscription(placements)
+            self.no_oversubscription()
             if len(done) != n:
                 raise base.CaseFailed(f"{len(done)} of {2 * n} pods at 0.7 scheduled on {n} free GPUs; expected exactly {n}")
             groups = {(pl.node, pl.gpu) for pl in placements}
@@ -107,7 +140,13 @@ class _Suite(kai_suite.KaiSuite):
             if pending:
                 raise base.CaseFailed(f"a {ask} MiB gpu-memory pod did not schedule: "
                                       f"{kai_pods.unschedulable_reason(pending[0])}")
-            self.record(res, self.placements(ws, "mem"))
+            # Scheduled is not enough: a scheduler that ignores gpu-memory would bind it too.
+            res.details["gpu_group"] = self.shared_gpu_of("mem-fits", ws, "mem")
+            placements = self.placements(ws, "mem")
+            self.record(res, placements)
+            if not placements or placements[0].fraction <= 0:
+                raise base.CaseFailed("the gpu-memory pod's share of its GPU is unknown (no gpu.memory label on its node)")
+            self.no_oversubscription()
 
     def gpu_memory_larger_than_any_gpu(self, _ctx: base.SuiteContext, res: base.CaseResult) -> None:
         ask = max(self._memory().values()) * 2
@@ -118,7 +157,11 @@ class _Suite(kai_suite.KaiSuite):
             done, pending = self.settle(ws, "big", 1)
             if done:
                 raise base.CaseFailed(f"a {ask} MiB gpu-memory pod was scheduled on {done[0].spec.node_name}")
-            res.details["reason"] = kai_pods.unschedulable_reason(pending[0])
+            reason = kai_pods.unschedulable_reason(pending[0])
+            res.details["reason"] = reason
+            # KAI says why: "… didn't have enough resources: GPU memory" / "… gpu memory capacity of …".
+            if not GPU_MEMORY_REASON.search(reason):
+                raise base.CaseFailed(f"the {ask} MiB gpu-memory pod is pending, but not for lack of GPU memory: {reason}")
             self.stays("the oversized gpu-memory pod pending",
                        lambda: not any(kai_pods.is_scheduled(x) for x in ws.group_pods("big")))
 
@@ -139,7 +182,7 @@ class _Suite(kai_suite.KaiSuite):
             done, pending = self.settle(ws, "mixed", total)
             placements = self.placements(ws, "mixed")
             self.record(res, placements)
-            self.no_oversubscription(placements)
+            self.no_oversubscription()
             used = kai_math.devices_used(placements).get(node, 0.0)
             res.details["devices_used"] = used
             if not pending:

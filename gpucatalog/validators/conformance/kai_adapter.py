@@ -45,6 +45,8 @@ def job_body(p: kai_params.Params, name: str, queue: str, node: str, n: int, gro
 class KaiSpace:
     """A KAI workspace seen through the contract's ``Space``."""
 
+    partial_gangs = True  # a PodGroup's pods arrive one by one
+
     def __init__(self, kube: kube_client.Kube, p: kai_params.Params, ws: kai_workspace.Workspace) -> None:
         self.kube = kube
         self.p = p
@@ -68,15 +70,18 @@ class KaiSpace:
                                 priority_class=self._class(preemptible))
             self.ws.create(kai_pods.pin(body, nodes))
 
-    def gang(self, team: str, group: str, size: int, node: str) -> None:
+    def gang(self, team: str, group: str, size: int, node: str, members: int | None = None) -> None:
         body = kai_pods.pod_group(group, self.ns, self.queue[team], size, self.p.preemptible_class)
         self.kube.call(f"create PodGroup {group}", self.kube.custom.create_namespaced_custom_object,
                        kai_params.GROUP, "v2alpha2", self.ns, "podgroups", body)
-        for i in range(size):
-            # skip-podgrouper: KAI's pod-grouper must not regroup pods that join an explicit PodGroup.
-            pod = kai_pods.pod(self.p, f"{group}-{i}", self.queue[team], group=group, gpus=1, pod_group=group,
-                               priority_class=self.p.preemptible_class, annotations={SKIP_PODGROUPER: "true"})
-            self.ws.create(kai_pods.pin(pod, [node]))
+        for i in range(size if members is None else members):
+            self.gang_member(team, group, size, node, i)
+
+    def gang_member(self, team: str, group: str, size: int, node: str, i: int) -> None:
+        # skip-podgrouper: KAI's pod-grouper must not regroup pods that join an explicit PodGroup.
+        pod = kai_pods.pod(self.p, f"{group}-{i}", self.queue[team], group=group, gpus=1, pod_group=group,
+                           priority_class=self.p.preemptible_class, annotations={SKIP_PODGROUPER: "true"})
+        self.ws.create(kai_pods.pin(pod, [node]))
 
     def job(self, team: str, group: str, size: int, node: str) -> None:
         body = job_body(self.p, group, self.queue[team], node, size, group=group)
@@ -136,12 +141,32 @@ class KaiAdapter:
             priority_classes=(self.p.preemptible_class, self.p.non_preemptible_class)))
         self.dog = kai_preflight.Watchdog(self.kube, self.p, COMPONENTS)
 
+    def watchdog(self) -> kai_preflight.Watchdog:
+        if self.dog is None:
+            self.dog = kai_preflight.Watchdog(self.kube, self.p, COMPONENTS)
+        return self.dog
+
     def begin_case(self) -> None:
-        self.dog = kai_preflight.Watchdog(self.kube, self.p, COMPONENTS)
+        """Wait until every component the contract needs has a ready pod again (one that crashed
+        failed the case it crashed in), then count restarts from here."""
+        problems: list[str] = []
+
+        def ready() -> bool | None:
+            problems[:] = kai_preflight.ready_problems(self.kube, self.p, COMPONENTS)
+            return not problems or None
+
+        try:
+            base.wait_for("KAI's components to be ready", ready, self.p.wait_seconds, interval=0.5)
+        except base.WaitTimeout as exc:
+            raise base.CaseFailed(f"KAI not ready at the start of the case after {self.p.wait_seconds:.0f}s: "
+                                  + "; ".join(problems)) from exc
+        self.watchdog().rebase()
+
+    def end_case(self) -> None:
+        self.watchdog().check(force=True)
 
     def guard(self) -> None:
-        if self.dog is not None:
-            self.dog.check()
+        self.watchdog().check()
 
     def not_applicable(self, case: str) -> str:
         return ""  # KAI expresses every case of the contract

@@ -15,7 +15,7 @@ from gpucatalog.validators.conformance import gpu_inventory, kai_math, kai_param
 FRACTION_ANNOTATION = "gpu-fraction"
 MEMORY_ANNOTATION = "gpu-memory"
 POD_GROUP_ANNOTATION = "pod-group-name"
-GPU_GROUP_LABEL = "runai-gpu-group"
+GPU_GROUP_LABEL = kai_params.GPU_GROUP_LABEL
 RESERVED_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"
 
 
@@ -49,9 +49,13 @@ def pod(p: kai_params.Params, name: str, queue: str, *, group: str, gpus: int = 
 
 
 def pin(body: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
-    """Restrict a pod to ``nodes`` by name (node affinity on metadata.name; needs no labels)."""
+    """Restrict a pod to ``nodes`` by name (node affinity on metadata.name; needs no labels).
+
+    One selector term per node: the API server accepts a single value for ``metadata.name``
+    ``In`` (``matchFields[0].values: must be only one value``), and terms are ORed."""
+    terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in nodes]
     body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}]}}}
+        "nodeSelectorTerms": terms}}}
     return body
 
 
@@ -89,28 +93,64 @@ def scheduled_at(pod_obj: Any) -> float | None:
     return None
 
 
-def placement(kube: kube_client.Kube, p: kai_params.Params, pod_obj: Any,
-              memory_mib: dict[str, int]) -> kai_math.Placement:
-    """Where ``pod_obj`` got its GPU share, from KAI's labels and the reservation pod's report."""
-    node = pod_obj.spec.node_name or ""
-    ann = pod_obj.metadata.annotations or {}
-    labels = pod_obj.metadata.labels or {}
+def _whole_gpus(pod_obj: Any) -> int:
     gpus = 0
     for c in pod_obj.spec.containers:
         limits = (c.resources.limits or {}) if c.resources else {}
         gpus += int(str(limits.get(gpu_inventory.GPU, "0")))
-    fraction = 0.0
-    if FRACTION_ANNOTATION in ann:
-        fraction = float(ann[FRACTION_ANNOTATION])
-    elif MEMORY_ANNOTATION in ann and memory_mib.get(node):
-        fraction = min(1.0, int(ann[MEMORY_ANNOTATION]) / memory_mib[node])
-    group = labels.get(GPU_GROUP_LABEL, "")
+    return gpus
+
+
+def _fraction(pod_obj: Any, memory_mib: dict[str, int]) -> float:
+    """The share of one device a pod asked for: its ``gpu-fraction``, or its ``gpu-memory`` over
+    the node's per-GPU memory; 0 for a pod that asked for neither."""
+    ann = pod_obj.metadata.annotations or {}
+    node = pod_obj.spec.node_name or ""
+    try:
+        if FRACTION_ANNOTATION in ann:
+            return float(ann[FRACTION_ANNOTATION])
+        if MEMORY_ANNOTATION in ann and memory_mib.get(node):
+            return min(1.0, int(ann[MEMORY_ANNOTATION]) / memory_mib[node])
+    except ValueError:
+        return 0.0  # another tenant's malformed annotation: KAI's admission refuses such pods
+    return 0.0
+
+
+def placement(kube: kube_client.Kube, p: kai_params.Params, pod_obj: Any,
+              memory_mib: dict[str, int]) -> kai_math.Placement:
+    """Where ``pod_obj`` got its GPU share, from KAI's labels and the reservation pod's report."""
+    node = pod_obj.spec.node_name or ""
+    group = (pod_obj.metadata.labels or {}).get(GPU_GROUP_LABEL, "")
     gpu = group
     if group:
-        reservations = kube.call("list reservation pods", kube.core.list_namespaced_pod, p.reservation_namespace,
-                                 label_selector=f"{GPU_GROUP_LABEL}={group}").items
-        for r in reservations:
+        for r in reservation_pods(kube, p, group):
             index = (r.metadata.annotations or {}).get(RESERVED_GPU_ANNOTATION)
-            if index:
+            if index and r.spec.node_name == node:
                 gpu = f"{group}/{index}"
-    return kai_math.Placement(pod=pod_obj.metadata.name, node=node, gpu=gpu, fraction=fraction, gpus=gpus)
+    return kai_math.Placement(pod=pod_obj.metadata.name, node=node, gpu=gpu, fraction=_fraction(pod_obj, memory_mib),
+                              gpus=_whole_gpus(pod_obj))
+
+
+def reservation_pods(kube: kube_client.Kube, p: kai_params.Params, group: str = "") -> list[Any]:
+    """KAI's reservation pods (one per shared GPU, in the reservation namespace), of ``group`` or all."""
+    selector = f"{GPU_GROUP_LABEL}={group}" if group else GPU_GROUP_LABEL
+    return list(kube.call("list reservation pods", kube.core.list_namespaced_pod, p.reservation_namespace,
+                          label_selector=selector).items)
+
+
+def gpu_uses(kube: kube_client.Kube, p: kai_params.Params, memory_mib: dict[str, int]) -> list[kai_math.GpuUse]:
+    """Every bound, not finished pod's claim on GPUs, across all namespaces (other tenants and
+    KAI's reservation pods included), for ``kai_math.oversubscription``."""
+    out: list[kai_math.GpuUse] = []
+    for q in kube.call("list pods", kube.core.list_pod_for_all_namespaces).items:
+        node = q.spec.node_name
+        if not node or (q.status and q.status.phase in ("Succeeded", "Failed")):
+            continue
+        labels = q.metadata.labels or {}
+        reservation = q.metadata.namespace == p.reservation_namespace
+        out.append(kai_math.GpuUse(
+            pod=f"{q.metadata.namespace}/{q.metadata.name}", node=node, gpus=_whole_gpus(q),
+            group=labels.get(GPU_GROUP_LABEL, ""), fraction=0.0 if reservation else _fraction(q, memory_mib),
+            device=(q.metadata.annotations or {}).get(RESERVED_GPU_ANNOTATION, "") if reservation else "",
+            reservation=reservation))
+    return out

@@ -43,11 +43,7 @@ def preflight(kube: kube_client.Kube, p: kai_params.Params, components: list[str
     if not kube.exists("list KAI queues", kube.custom.list_cluster_custom_object, kai_params.GROUP, "v2", "queues", limit=1):
         problems.append(f"CRD queues.{kai_params.GROUP}/v2 is not installed")
     problems.extend(kai_config_problems(kube))
-    for comp in components:
-        name = DEPLOYMENTS[comp]
-        problem = _deployment_problem(kube, p.kai_namespace, name)
-        if problem:
-            problems.append(f"KAI {comp}: {problem}")
+    problems.extend(ready_problems(kube, p, components))
     for pc in priority_classes:
         if not kube.exists(f"read PriorityClass {pc}", kube.scheduling.read_priority_class, pc):
             problems.append(f"PriorityClass {pc} does not exist (installed by team-queues)")
@@ -99,42 +95,68 @@ def _pod_trouble(kube: kube_client.Kube, ns: str, app: str) -> str:
 # -- crash watchdog ----------------------------------------------------------------------------
 
 
+def ready_problems(kube: kube_client.Kube, p: kai_params.Params, components: list[str]) -> list[str]:
+    """The components (``DEPLOYMENTS`` keys) whose Deployment has no ready pod, each named."""
+    out = []
+    for comp in components:
+        problem = _deployment_problem(kube, p.kai_namespace, DEPLOYMENTS[comp])
+        if problem:
+            out.append(f"KAI {comp}: {problem}")
+    return out
+
+
 class Watchdog:
-    """Turns a crash of a KAI component during a wait into that case's failure reason."""
+    """Turns a crash of a KAI component during a case into that case's failure reason.
+
+    ``rebase`` takes the baseline (restart count per KAI pod); ``kai_suite`` does so at the start
+    of every case, so a crash fails the case it happened in and the next case starts fresh.
+    """
 
     def __init__(self, kube: kube_client.Kube, p: kai_params.Params, components: list[str]) -> None:
         self.kube, self.ns = kube, p.kai_namespace
-        self.apps = [DEPLOYMENTS[c] for c in components]
-        self.baseline = self._restarts()
+        self.apps = {DEPLOYMENTS[c]: c for c in components}
+        self.baseline = self._pods()
         self._last = 0.0
 
-    def _restarts(self) -> dict[str, int]:
+    def _pods(self) -> dict[str, tuple[str, int, bool]]:
+        """KAI pod name -> (component, restarts, all containers ready)."""
         selector = f"app in ({','.join(self.apps)})"
         pods = self.kube.call("list KAI pods", self.kube.core.list_namespaced_pod, self.ns,
                               label_selector=selector).items
-        out: dict[str, int] = {}
+        out: dict[str, tuple[str, int, bool]] = {}
         for pod in pods:
+            if pod.metadata.deletion_timestamp is not None:
+                continue  # going away; its replacement is what counts
             statuses = (pod.status.container_statuses or []) if pod.status else []
-            out[pod.metadata.name] = sum(cs.restart_count for cs in statuses)
-            out[f"{pod.metadata.name}#ready"] = int(all(cs.ready for cs in statuses) and bool(statuses))
+            comp = self.apps.get((pod.metadata.labels or {}).get("app", ""), "?")
+            out[pod.metadata.name] = (comp, sum(cs.restart_count for cs in statuses),
+                                      bool(statuses) and all(cs.ready for cs in statuses))
         return out
 
-    def check(self) -> None:
+    def rebase(self) -> None:
+        """Count restarts from now on."""
+        self.baseline = self._pods()
+        self._last = 0.0
+
+    def check(self, force: bool = False) -> None:
+        """Fail (``CaseFailed`` naming the component and pod) if a KAI pod restarted or went away
+        since the baseline, or a component has no ready pod. Throttled to every 2 s unless ``force``."""
         now = time.monotonic()
-        if now - self._last < 2.0:
+        if not force and now - self._last < 2.0:
             return
         self._last = now
-        current = self._restarts()
-        for name, value in current.items():
-            if name.endswith("#ready"):
-                continue
-            before = self.baseline.get(name, 0)
-            if value > before:
-                raise base.CaseFailed(f"KAI pod {self.ns}/{name} restarted during the case ({before} -> {value} restarts)")
-        for app in self.apps:
-            pods = [n for n in current if n.startswith(app + "-") and not n.endswith("#ready")]
-            if not any(current.get(f"{n}#ready") for n in pods):
-                raise base.CaseFailed(f"KAI Deployment {self.ns}/{app} has no ready pod during the case")
+        current = self._pods()
+        for name, (comp, restarts, _ready) in sorted(current.items()):
+            before = self.baseline.get(name, (comp, 0, True))[1]
+            if restarts > before:
+                raise base.CaseFailed(f"KAI {comp} crashed during the case: pod {self.ns}/{name} restarted "
+                                      f"({before} -> {restarts} restarts)")
+        for name, (comp, _restarts, _ready) in sorted(self.baseline.items()):
+            if name not in current:
+                raise base.CaseFailed(f"KAI {comp} lost pod {self.ns}/{name} during the case (deleted or evicted)")
+        for app, comp in self.apps.items():
+            if not any(c == comp and ready for c, _r, ready in current.values()):
+                raise base.CaseFailed(f"KAI {comp}: Deployment {self.ns}/{app} has no ready pod during the case")
 
 
 def wait(dog: Watchdog, what: str, probe: Callable[[], T | None], timeout: float) -> T:

@@ -33,7 +33,7 @@ class KaiSuite:
         self.dog: kai_preflight.Watchdog | None = None
 
     def watchdog(self) -> kai_preflight.Watchdog:
-        """The watchdog, made once (at preflight): restarts are counted from then on."""
+        """The watchdog, made once (at preflight); every case rebases it (``fresh_start``)."""
         if self.dog is None:
             self.dog = kai_preflight.Watchdog(self.kube, self.p, self.components)
         return self.dog
@@ -67,9 +67,39 @@ class KaiSuite:
             priority_classes=(self.p.preemptible_class, self.p.non_preemptible_class)))
         self.watchdog()
 
-    def run(self, name: str, ctx: base.SuiteContext, cases: list[tuple[str, base.Case]]) -> base.SuiteResult:
-        """The cases behind this suite's preflight; the client is closed afterwards."""
+    def fresh_start(self) -> None:
+        """Start a case from a fresh baseline: wait (``wait_seconds``) until every component the
+        suite needs has a ready pod again (one that crashed failed the case it crashed in), then
+        count restarts from here."""
+        problems: list[str] = []
+
+        def ready() -> bool | None:
+            problems[:] = kai_preflight.ready_problems(self.kube, self.p, self.components)
+            return not problems or None
+
         try:
-            return base.run_with_preflight(name, ctx, self.preflight, cases)
+            base.wait_for("KAI's components to be ready", ready, self.p.wait_seconds, interval=0.5)
+        except base.WaitTimeout as exc:
+            raise base.CaseFailed(f"KAI not ready at the start of the case after {self.p.wait_seconds:.0f}s: "
+                                  + "; ".join(problems)) from exc
+        self.watchdog().rebase()
+
+    def guarded(self, fn: base.Case) -> base.Case:
+        """``fn`` between a fresh start and a last watchdog check, so a crash after its last wait
+        still fails it (and not the next case)."""
+
+        def case(ctx: base.SuiteContext, res: base.CaseResult) -> None:
+            self.fresh_start()
+            fn(ctx, res)
+            self.watchdog().check(force=True)
+
+        return case
+
+    def run(self, name: str, ctx: base.SuiteContext, cases: list[tuple[str, base.Case]]) -> base.SuiteResult:
+        """The cases behind this suite's preflight, each guarded by the watchdog from its own
+        baseline; the client is closed afterwards."""
+        try:
+            return base.run_with_preflight(name, ctx, self.preflight,
+                                           [(n, self.guarded(fn)) for n, fn in cases])
         finally:
             self.kube.close()

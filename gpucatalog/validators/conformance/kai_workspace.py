@@ -1,5 +1,6 @@
 """One KAI case's own corner of the cluster: a fresh namespace and the Queues it creates, with
-the pods, PodGroups and BindRequests found there, all removed afterwards, pass or fail.
+the pods, PodGroups and BindRequests found there, all removed afterwards, pass or fail; cleanup
+also waits until KAI released the shared GPUs (reservation pods) the case's pods used.
 
 Called by the KAI suites (``fractional_gpu``, ``quota_reclaim``, ``gang``) through
 ``workspace(...)``. Talks only to the Kubernetes API.
@@ -26,6 +27,8 @@ class Workspace:
     p: kai_params.Params
     ns: str
     queues: list[str] = field(default_factory=list)
+    # Reservation pods (shared GPUs) of this case KAI had not released when cleanup gave up.
+    leaked: list[str] = field(default_factory=list)
 
     def queue(self, name: str, *, parent: str = "", quota: float = 0, weight: float = 1, limit: float = -1,
               priority: int | None = None) -> str:
@@ -82,9 +85,30 @@ class Workspace:
         self.kube.call(f"delete pod {name}", self.kube.core.delete_namespaced_pod, name, self.ns,
                        grace_period_seconds=0)
 
+    def gpu_groups(self) -> set[str]:
+        """KAI GPU groups (shared GPUs) the namespace's pods were put in."""
+        try:
+            pods = self.kube.core.list_namespaced_pod(self.ns, label_selector=kai_params.GPU_GROUP_LABEL).items
+        except (ApiException, urllib3.exceptions.HTTPError):
+            return set()
+        return {str((q.metadata.labels or {})[kai_params.GPU_GROUP_LABEL]) for q in pods}
+
+    def reservations_left(self, groups: set[str]) -> list[str]:
+        """Reservation pods (KAI's binder holds a shared GPU with one) still there for ``groups``."""
+        if not groups:
+            return []
+        try:
+            pods = self.kube.core.list_namespaced_pod(self.p.reservation_namespace, label_selector=kai_params.GPU_GROUP_LABEL).items
+        except (ApiException, urllib3.exceptions.HTTPError):
+            return []
+        return sorted(f"{q.metadata.name} (group {(q.metadata.labels or {})[kai_params.GPU_GROUP_LABEL]} on {q.spec.node_name})"
+                      for q in pods if (q.metadata.labels or {}).get(kai_params.GPU_GROUP_LABEL) in groups)
+
     def cleanup(self) -> list[str]:
-        """Delete the namespace and the queues (leaves first); return what could not be cleaned."""
+        """Delete the namespace and the queues (leaves first), and wait for KAI to release the
+        shared GPUs the case used; return what could not be cleaned."""
         problems: list[str] = []
+        groups = self.gpu_groups()
         # Jobs and pods first (grace 0), so GPUs are free for the next case at once instead of
         # whenever the namespace controller gets to them.
         steps: list[tuple[str, Callable[[], Any]]] = [
@@ -110,6 +134,13 @@ class Workspace:
             if not left:
                 break
             time.sleep(0.5)
+        # KAI's binder deletes a shared GPU's reservation pod once its last fraction pod is gone;
+        # until then the GPU is held, and the next case would find fewer free GPUs than it plans for.
+        while time.monotonic() < deadline and self.reservations_left(groups):
+            time.sleep(0.5)
+        self.leaked = self.reservations_left(groups)
+        if self.leaked:
+            problems.append(f"reservation pods still hold GPUs after the case's pods were deleted: {', '.join(self.leaked)}")
         for name in reversed(self.queues):
             try:
                 self.kube.custom.delete_cluster_custom_object(kai_params.GROUP, "v2", "queues", name)
@@ -131,10 +162,19 @@ def workspace(kube: kube_client.Kube, p: kai_params.Params, suite: str, res: bas
     try:
         _default_service_account(kube, ns)
         yield ws
-    finally:
+    except BaseException:
         leftovers = ws.cleanup()
         if leftovers:
             res.details["cleanup_problems"] = leftovers
+        raise
+    leftovers = ws.cleanup()
+    if leftovers:
+        res.details["cleanup_problems"] = leftovers
+    if ws.leaked:
+        # A passing case that leaves shared GPUs held has leaked GPUs; say so instead of letting
+        # the next case fail on free GPUs it cannot find.
+        raise base.CaseFailed(f"KAI did not release {len(ws.leaked)} shared GPU(s) within "
+                              f"{p.wait_seconds:.0f}s of the case's pods being deleted: {', '.join(ws.leaked)}")
 
 
 def _default_service_account(kube: kube_client.Kube, ns: str) -> None:

@@ -139,6 +139,10 @@ class KueueAdapter:
         base.wait_for("Kueue's manager to serve before the case", serving, self.wait_seconds, interval=1.0)
         self.dog = Watchdog(self.kube, self.p.kueue_namespace)
 
+    def end_case(self) -> None:
+        if self.dog is not None:
+            self.dog.check()
+
     def guard(self) -> None:
         now = time.monotonic()
         if self.dog is not None and now - self._last >= 1.0:

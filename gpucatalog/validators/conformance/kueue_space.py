@@ -55,6 +55,8 @@ def merge(base_: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 class KueueSpace:
+    partial_gangs = False  # a gang is one Job: Kueue admits its pods together or not at all
+
     def __init__(self, kube: kube_client.Kube, p: KueueParams, ns: str) -> None:
         self.kube, self.p, self.ns = kube, p, ns
         self.flavor = f"{ns}-gpu"
@@ -146,8 +148,13 @@ class KueueSpace:
         for i in range(start, start + count):
             self._job(team, f"{group}-{i}", group, 1, nodes, preemptible)
 
-    def gang(self, team: str, group: str, size: int, node: str) -> None:
+    def gang(self, team: str, group: str, size: int, node: str, members: int | None = None) -> None:
+        if members is not None and members != size:
+            raise base.CaseFailed(f"a Kueue gang is one Job of all {size} pods; it cannot exist with {members}")
         self._job(team, group, group, size, [node], True)
+
+    def gang_member(self, team: str, group: str, size: int, node: str, i: int) -> None:
+        raise base.CaseFailed("a Kueue gang is one Job: members cannot be added one by one")
 
     def job(self, team: str, group: str, size: int, node: str) -> None:
         self.gang(team, group, size, node)

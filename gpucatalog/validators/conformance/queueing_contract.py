@@ -13,6 +13,7 @@ quota_reclaim cases (evidence fields in ``details``):
 - ``reclaim_borrowed_gpus``: team A (quota g/2) fills g GPUs, borrowing idle B's quota; B submits
   g/2 within its quota; A's borrowed work is preempted and B's runs; A never drops below its own
   quota. ``reclaim_rounds`` rounds; ``latency`` (p50/p95 of B submit -> B scheduled), ``rounds``.
+  When the picked nodes have an odd number of free GPUs, a non-preemptible holder takes one.
 - ``non_preemptible_stays_within_quota``: a non-preemptible unit beyond its team's quota stays
   held back although the department has room (``held_back_reason``).
 - ``over_quota_weights_split_spare_gpus``: two teams without quota, weights 1:2, split the GPUs at
@@ -22,7 +23,9 @@ quota_reclaim cases (evidence fields in ``details``):
 gang cases:
 
 - ``gang_with_room_starts_together``: a gang of N one-GPU pods all start
-  (``all_scheduled_after_s``: time to admit the gang, ``scheduled_spread_s``).
+  (``all_scheduled_after_s``: time to admit the gang, ``scheduled_spread_s``); where a stack lets
+  a gang exist short of members (KAI), its first N-1 pods stay unbound although they fit, until
+  the Nth exists (``partial_members_held``).
 - ``gang_short_of_one_gpu_starts_none_then_all``: with room for N-1, no pod of the gang starts;
   when one GPU frees up, all N start (``held_back_reason``, ``started_after_s``).
 - ``job_with_batch_min_member``: a batch/v1 Job of N pods is one all-or-nothing unit of N
@@ -78,13 +81,19 @@ class Space(Protocol):
     """One case's own corner of the cluster (a fresh namespace and queues), cleaned up after."""
 
     ns: str
+    # Whether a gang can exist with fewer members than it needs (KAI: a PodGroup whose pods arrive
+    # one by one). Kueue's gang is one Job: all members exist, or none.
+    partial_gangs: bool
 
     def build(self, root: Dept) -> None: ...
     def submit(self, team: str, group: str, count: int, nodes: list[str], *, start: int = 0,
                preemptible: bool = True) -> None:
         """``count`` independent one-GPU units of ``group`` in ``team``, pinned to ``nodes``."""
-    def gang(self, team: str, group: str, size: int, node: str) -> None:
-        """One all-or-nothing group of ``size`` one-GPU pods on ``node``, the stack's own way."""
+    def gang(self, team: str, group: str, size: int, node: str, members: int | None = None) -> None:
+        """One all-or-nothing group of ``size`` one-GPU pods on ``node``, the stack's own way,
+        with its first ``members`` pods only (default all; fewer only where ``partial_gangs``)."""
+    def gang_member(self, team: str, group: str, size: int, node: str, i: int) -> None:
+        """Member ``i`` of a gang made with fewer members (``partial_gangs`` stacks)."""
     def job(self, team: str, group: str, size: int, node: str) -> None:
         """A batch/v1 Job of ``size`` one-GPU pods that the stack must treat as one gang."""
     def scheduled(self, group: str) -> list[Any]:
@@ -114,6 +123,9 @@ class Adapter(Protocol):
     def begin_case(self) -> None:
         """Before each case: wait until the stack serves again (after a crash in an earlier case)
         and count restarts from here, so one crash fails one case and the next starts clean."""
+    def end_case(self) -> None:
+        """After each case: a last, unthrottled watchdog check, so a crash after the case's last
+        wait still fails that case and not the next."""
     def guard(self) -> None:
         """Raise ``CaseFailed`` when the stack's controller crashed or restarted during a case."""
     def not_applicable(self, case: str) -> str:
@@ -149,6 +161,7 @@ class Contract:
                 return
             self.a.begin_case()
             fn(res)
+            self.a.end_case()
 
         return name, run
 
@@ -158,30 +171,36 @@ class Contract:
 
     # -- quota_reclaim ----------------------------------------------------------------------------
 
-    def pick_nodes(self) -> tuple[list[str], int]:
+    def pick_nodes(self) -> tuple[list[str], int, int]:
+        """Whole nodes with free GPUs (up to max_reclaim_gpus), G (the even number of their free
+        GPUs the case uses) and how many free GPUs they have in all."""
         nodes, total = gpu_inventory.whole_nodes(gpu_inventory.free_gpus(self.kube), self.max_gpus)
-        total -= total % 2
-        if total < 2:
+        g = total - total % 2
+        if g < 2:
             raise base.CaseFailed(f"needs at least 2 free GPUs, found {total}")
-        return nodes, total
+        return nodes, g, total
 
     def reclaim_borrowed_gpus(self, res: base.CaseResult) -> None:
-        _, g = self.pick_nodes()
-        self.reclaim(res, Dept("root", g, (Team("a", g // 2), Team("b", g // 2))))
+        self.reclaim(res, lambda g: (Team("a", g // 2), Team("b", g // 2)))
 
     def hierarchical_reclaim_across_departments(self, res: base.CaseResult) -> None:
-        _, g = self.pick_nodes()
-        h = g // 2
-        self.reclaim(res, Dept("root", g, (Dept("dept1", h, (Team("a", h),)), Dept("dept2", h, (Team("b", h),)))))
+        self.reclaim(res, lambda g: (Dept("dept1", g // 2, (Team("a", g // 2),)),
+                                     Dept("dept2", g // 2, (Team("b", g // 2),))))
 
-    def reclaim(self, res: base.CaseResult, tree: Dept) -> None:
-        nodes, g = self.pick_nodes()
+    def reclaim(self, res: base.CaseResult, teams: Callable[[int], tuple[Dept | Team, ...]]) -> None:
+        nodes, g, total = self.pick_nodes()
         half = g // 2
         res.details.update({"gpus": g, "nodes": nodes, "quota_a": half, "quota_b": half})
         samples: list[float] = []
         rounds: list[dict[str, Any]] = []
+        odd = total % 2
         with self.a.space("reclaim", res) as sp:
-            sp.build(tree)
+            # The case's pods are pinned to all of these nodes: when their free GPUs add up to an
+            # odd number, a non-preemptible holder of its own team takes the odd one first, or B
+            # could start on it without any reclaim and A would settle one above its quota.
+            holder = (Team("hold", 1, preemptible=False),) if odd else ()
+            sp.build(Dept("root", g + odd, teams(g) + holder))
+            self.hold_odd_gpu(sp, nodes, odd)
             a_next = 0
             for r in range(1, self.rounds + 1):
                 # A (re)fills every GPU: half within its quota, half borrowed from idle B. Work of
@@ -197,6 +216,14 @@ class Contract:
                 rounds.append(info)
                 res.details["rounds"] = rounds
         res.details["latency"] = kai_math.latency_summary(samples)
+
+    def hold_odd_gpu(self, sp: Space, nodes: list[str], odd: int) -> None:
+        """With an odd number of free GPUs on ``nodes``, one non-preemptible unit of team
+        ``hold`` takes one, so exactly an even number is left for A and B."""
+        if odd:
+            sp.submit("hold", "holder", 1, nodes, preemptible=False)
+            self.wait(f"a holder pod to take the odd free GPU of {', '.join(nodes)}",
+                      lambda: len(sp.scheduled("holder")) >= 1 or None)
 
     def one_reclaim(self, sp: Space, group: str, nodes: list[str], half: int, r: int) -> dict[str, Any]:
         before = {x.metadata.name for x in sp.scheduled("a")}
@@ -298,15 +325,32 @@ class Contract:
         if times:
             res.details["scheduled_spread_s"] = round(max(times) - min(times), 3)
 
+    def none_started(self, sp: Space, why: str) -> bool:
+        """True while no pod of the gang started; CaseFailed naming what did otherwise."""
+        signs = sp.started("gang")
+        if signs:
+            raise base.CaseFailed(f"gang started without all its members ({why}): {', '.join(signs)}")
+        return True
+
     def gang_with_room_starts_together(self, res: base.CaseResult) -> None:
         node, free = self.roomiest(2)
         n = min(self.gang_size, free)
         res.details.update({"node": node, "min_member": n})
         with self.a.space("gang", res) as sp:
             sp.build(Dept("root", n, (Team("q", n),)))
+            if sp.partial_gangs:
+                # The node has room for every member, so only gang scheduling holds these back: a
+                # scheduler that places pods one by one would bind them at once.
+                sp.gang("q", "gang", n, node, members=n - 1)
+                self.stays(f"none of the first {n - 1} gang pods bound before the last member exists",
+                           lambda: self.none_started(sp, f"{n - 1} of minMember {n} submitted, with room for all"))
+                res.details["partial_members_held"] = n - 1
             t0 = time.monotonic()
-            sp.gang("q", "gang", n, node)
-            pods = self.all_scheduled(sp, "gang", n, f"all {n} pods of the gang to be scheduled")
+            if sp.partial_gangs:
+                sp.gang_member("q", "gang", n, node, n - 1)
+            else:
+                sp.gang("q", "gang", n, node)
+            pods = self.all_scheduled(sp, "gang", n, f"all {n} pods of the gang to be scheduled once complete")
             res.details["all_scheduled_after_s"] = round(time.monotonic() - t0, 3)
             self.spread(pods, res)
 
@@ -327,13 +371,7 @@ class Contract:
 
             res.details["held_back_reason"] = self.wait(f"the stack to hold back all {n} gang pods", all_held)
 
-            def none_started() -> bool:
-                signs = sp.started("gang")
-                if signs:
-                    raise base.CaseFailed(f"gang half-started with room for {n - 1}: {', '.join(signs)}")
-                return True
-
-            self.stays("no gang pod started", none_started)
+            self.stays("no gang pod started", lambda: self.none_started(sp, f"room for {n - 1}"))
             t0 = time.monotonic()
             sp.remove("filler", one=True)
             pods = self.all_scheduled(sp, "gang", n, f"all {n} gang pods to start once one GPU freed up")

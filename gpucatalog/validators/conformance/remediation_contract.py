@@ -22,6 +22,10 @@ RESOLVED = PREFIX + "resolved"
 ACTION = PREFIX + "repair-action"
 CORDONED_BY = PREFIX + "cordoned-by"
 BREAKER_CM = "gpu-health-breaker"
+# The PCIe link: one condition type, two finding reasons (a Warning Event when a finding is not
+# a fault, the condition's reason when it is)
+PCIE = "GpuPcieDegraded"
+PCIE_REASONS = ("PcieGenDegraded", "PcieWidthDegraded")
 
 
 def labels(n: dict[str, Any]) -> dict[str, str]:

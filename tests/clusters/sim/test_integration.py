@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +15,12 @@ from kubernetes import client
 
 from gpucatalog.clusters.sim import SimCluster, ports, procs
 from gpucatalog.core import errors
+from tests.clusters.sim import waiting
 
 pytestmark = pytest.mark.integration
 
 
-def wait(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = probe()
-        if v:
-            return v
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+wait = waiting.wait
 
 
 def test_nodes_ready_with_gpus(sim_cluster: SimCluster, k8s_client: Any) -> None:

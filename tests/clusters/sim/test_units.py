@@ -18,6 +18,7 @@ from gpucatalog.clusters import provider, shapes
 from gpucatalog.clusters.sim import (
     faults,
     images,
+    nodeagent,
     nodefs,
     nodes,
     pki,
@@ -128,7 +129,9 @@ def test_faults_change_what_probes_read(node_dir: Path) -> None:
     assert g1.findtext("remapped_rows/remapped_row_pending") == "Yes"
     assert g1.findtext("remapped_rows/remapped_row_failure") == "Yes"
     faults.inject(node_dir, "pcie-downgrade", gpu=0)
-    assert _gpus(node_dir)[0].findtext("pci/pci_gpu_link_info/link_widths/current_link_width") == "8x"
+    g0 = _gpus(node_dir)[0]  # held busy on a narrowed link: what gpu-health must judge
+    assert g0.findtext("pci/pci_gpu_link_info/link_widths/current_link_width") == "8x"
+    assert (g0.findtext("performance_state"), g0.findtext("pci/pci_gpu_link_info/pcie_gen/current_link_gen")) == ("P0", "5")
     faults.inject(node_dir, "nvlink-down", gpu=0, link=5)
     assert "\t Link 5: <inactive>" in (node_dir / "sim/nvlink-status.txt").read_text()
     faults.inject(node_dir, "ib-rate", device="mlx5_3")
@@ -138,6 +141,41 @@ def test_faults_change_what_probes_read(node_dir: Path) -> None:
     faults.inject(node_dir, "clear")
     assert len(_gpus(node_dir)) == 8 and (node_dir / "dev/kmsg").read_text() == ""
     assert (node_dir / "sys/class/infiniband/mlx5_3/ports/1/rate").read_text() == "400 Gb/sec (4X NDR)\n"
+
+
+def _link(g: ET.Element) -> tuple[str | None, str | None, str | None, str | None]:
+    return (g.findtext("performance_state"), g.findtext("utilization/gpu_util"),
+            g.findtext("pci/pci_gpu_link_info/pcie_gen/current_link_gen"),
+            g.findtext("pci/pci_gpu_link_info/link_widths/current_link_width"))
+
+
+def test_gpus_read_idle_until_work_runs_on_them(node_dir: Path) -> None:
+    """Like a real idle GPU (P8, link down-trained to gen 1), busy ones (P0) at their trained link."""
+    assert {_link(g) for g in _gpus(node_dir)} == {("P8", "0 %", "1", "16x")}
+    g0 = _gpus(node_dir)[0]
+    assert g0.findtext("pci/pci_gpu_link_info/pcie_gen/max_link_gen") == "5"
+    shape = shapes.get("h100-80gb-x8")
+    assert nodefs.set_work_busy(node_dir, shape, {0, 1, 2}) is True
+    assert nodefs.set_work_busy(node_dir, shape, {0, 1, 2}) is False  # unchanged: not rewritten
+    assert [_link(g)[0] for g in _gpus(node_dir)] == ["P0"] * 3 + ["P8"] * 5
+    assert _link(_gpus(node_dir)[0]) == ("P0", "93 %", "5", "16x")
+    faults.inject(node_dir, "row-remap-pending", gpu=5)  # a fault keeps the work's load
+    assert [_link(g)[0] for g in _gpus(node_dir)] == ["P0"] * 3 + ["P8"] * 5
+    nodefs.set_work_busy(node_dir, shape, set())
+    assert {_link(g)[0] for g in _gpus(node_dir)} == {"P8"}
+
+
+def test_gpus_in_use_counts_whole_gpus_and_shares() -> None:
+    from kubernetes import client as k
+
+    def pod(node: str, gpus: int = 0, phase: str = "Running", ann: dict[str, str] | None = None) -> k.V1Pod:
+        res = k.V1ResourceRequirements(limits={"nvidia.com/gpu": str(gpus)} if gpus else None)
+        return k.V1Pod(metadata=k.V1ObjectMeta(name="p", annotations=ann),
+                       spec=k.V1PodSpec(node_name=node, containers=[k.V1Container(name="c", resources=res)]),
+                       status=k.V1PodStatus(phase=phase))
+
+    pods = [pod("a", 2), pod("a", 4), pod("b", ann={"gpu-fraction": "0.5"}), pod("c"), pod("d", 8, "Pending")]
+    assert nodeagent.gpus_in_use(pods) == {"a": 6, "b": 1}
 
 
 def test_fault_bad_input(node_dir: Path, tmp_path: Path) -> None:

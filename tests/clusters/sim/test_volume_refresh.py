@@ -11,7 +11,8 @@ import pytest
 from kubernetes import client
 
 from gpucatalog.clusters.sim import SimCluster
-from tests.clusters.sim.test_integration import _serving_cert, wait
+from tests.clusters.sim.test_integration import _serving_cert
+from tests.clusters.sim.waiting import wait
 
 pytestmark = pytest.mark.integration
 

@@ -34,6 +34,9 @@ class _NoWeights:
     def begin_case(self) -> None:
         raise AssertionError("an inapplicable case must not wait for the stack")
 
+    def end_case(self) -> None:
+        raise AssertionError("an inapplicable case must not check the stack")
+
     def guard(self) -> None:
         pass
 

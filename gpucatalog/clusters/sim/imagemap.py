@@ -1,0 +1,133 @@
+"""Bring-your-own binaries: an image-map overlay file that maps container images to executables
+on this host, merged over the shipped map (``data/images.yaml``) by :mod:`.images`.
+
+Read by ``catalog cluster up --image-map FILE`` and ``catalog certify --image-map FILE`` (or
+``$GPU_CATALOG_IMAGE_MAP``) through ``SimCluster``, validated before anything starts: the JSON
+Schema below (an unknown field is bad input naming file, line and field), each executable must
+exist and be executable, each image appear once; any problem is exit 2. Each mapped executable's
+sha256 and reported version (:mod:`.binversion`) are recorded once, at load, and kept with the
+cluster (``<state>/image-map.json``) for the evidence.
+
+Format::
+
+    apiVersion: gpu-catalog.dev/v1alpha1
+    kind: SimImageMapOverlay
+    images:
+      - image: ghcr.io/kai-scheduler/kai-scheduler/scheduler   # repository; any tag matches
+        executable: /opt/kai/v0.16.8/scheduler                  # absolute, or relative to this file
+        entrypoint: /workspace/app                              # the image's ENTRYPOINT program
+        versionArgs: [--version]                                # optional: how to ask its version
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gpucatalog.clusters.sim import binversion
+from gpucatalog.core import errors, yamlfile
+
+ENV = "GPU_CATALOG_IMAGE_MAP"
+# Set by the sim for its own processes (the sim kubelet): the cluster's saved overlay (``save``).
+CLUSTER_ENV = "GPU_CATALOG_SIM_IMAGE_MAP"
+KIND = "SimImageMapOverlay"
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["apiVersion", "kind", "images"],
+    "properties": {
+        **yamlfile.header(KIND),
+        "images": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["image", "executable", "entrypoint"],
+                "properties": {
+                    # a repository, without tag or digest
+                    "image": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._/-]*(:[0-9]+/[a-z0-9._/-]+)?[a-z0-9]$"},
+                    "executable": {"type": "string", "minLength": 1},
+                    "entrypoint": {"type": "string", "pattern": "^/"},
+                    "versionArgs": {"type": "array", "items": {"type": "string"}, "maxItems": 8},
+                },
+            },
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class MappedBinary:
+    """One image of the overlay: the host executable standing in for the image's entrypoint."""
+
+    image: str
+    executable: str  # absolute path
+    entrypoint: str  # the image's ENTRYPOINT path, e.g. /workspace/app
+    version_args: tuple[str, ...]
+    sha256: str
+    version: str  # what the executable reports ("unknown" when nothing)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["version_args"] = list(self.version_args)
+        return d
+
+
+def load(path: Path) -> list[MappedBinary]:
+    """The overlay at ``path``, validated (exit 2 naming file and field on any problem)."""
+    path = path.expanduser()
+    if not path.is_file():
+        raise errors.NotFoundError(f"image map not found: {path}", field="--image-map",
+                                   expected=f"a {KIND} YAML file")
+    text = yamlfile.read_text(path)
+    doc = yamlfile.parse_documents(text, path)
+    data = yamlfile.parse_one(text, path, SCHEMA)
+    out: list[MappedBinary] = []
+    seen: set[str] = set()
+    for i, e in enumerate(data["images"]):
+        if e["image"] in seen:
+            raise errors.InputError(f"image {e['image']} is mapped twice", path=str(path),
+                                    line=doc[0].line_of(["images", i, "image"]), field=f"images[{i}].image")
+        seen.add(e["image"])
+        exe = Path(e["executable"]).expanduser()
+        exe = exe if exe.is_absolute() else (path.parent / exe)
+        line, field = doc[0].line_of(["images", i, "executable"]), f"images[{i}].executable"
+        if not exe.is_file():
+            raise errors.NotFoundError(f"executable for {e['image']} not found: {exe}", path=str(path), line=line,
+                                       field=field, expected="an executable file on this host")
+        if not os.access(exe, os.X_OK):
+            raise errors.InputError(f"{exe} (for {e['image']}) is not executable", path=str(path), line=line,
+                                    field=field, expected="a file with the execute permission (chmod +x)")
+        exe = exe.resolve()
+        version_args = tuple(e.get("versionArgs") or ())
+        out.append(MappedBinary(image=e["image"], executable=str(exe), entrypoint=e["entrypoint"],
+                                version_args=version_args, sha256=binversion.sha256(exe),
+                                version=binversion.reported_version(exe, version_args)))
+    return out
+
+
+def from_env() -> Path | None:
+    """The overlay named by ``$GPU_CATALOG_IMAGE_MAP`` (unset or empty: none)."""
+    value = os.environ.get(ENV, "").strip()
+    return Path(value) if value else None
+
+
+def save(binaries: list[MappedBinary], path: Path) -> Path:
+    """Keep the validated overlay with its facts in a cluster's state folder (``read`` reads it)."""
+    doc = {"apiVersion": yamlfile.API_VERSION, "kind": KIND, "images": [b.to_dict() for b in binaries]}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)
+    return path
+
+
+def read(path: Path) -> list[MappedBinary]:
+    """What ``save`` wrote (empty when the cluster has no overlay)."""
+    if not path.is_file():
+        return []
+    doc = json.loads(path.read_text())
+    return [MappedBinary(**{**b, "version_args": tuple(b["version_args"])}) for b in doc["images"]]

@@ -1,0 +1,279 @@
+"""Integration tests of faithful sim-kubelet pods, with the project's own demo programs
+(``demo-probe``, ``podlister``): per-pod network namespaces and their clean-up, subPath mounts,
+readiness probes driving Ready and Deployment availability, liveness restarts, ``kubectl logs``
+and ``--previous``."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from gpucatalog.clusters.sim import SimCluster, netns, procs
+from tests.clusters.sim import waiting
+
+pytestmark = pytest.mark.integration
+
+PROBE_IMAGE = "ghcr.io/gpu-catalog/demo-probe:0.1"
+
+
+wait = waiting.wait
+
+
+def _pod(name: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"automountServiceAccountToken": False, "containers": containers, **spec}}
+
+
+def _probe_container(*args: str, name: str = "main", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": PROBE_IMAGE, "args": list(args), **extra}
+
+
+def _get(core: Any, ns: str, pod: str, port: int, path: str) -> str:
+    """GET through the API server's pod proxy: API server -> egress proxy -> the pod's namespace
+    ('' while nothing answers there)."""
+    try:
+        return str(core.connect_get_namespaced_pod_proxy_with_path(f"{pod}:{port}", ns, path.lstrip("/")))
+    except client.ApiException:
+        return ""
+
+
+def _ready(core: Any, ns: str, name: str) -> bool:
+    p = core.read_namespaced_pod(name, ns)
+    return any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+
+
+def _running(core: Any, ns: str, name: str) -> bool:
+    p = core.read_namespaced_pod(name, ns)
+    return p.status.phase == "Running" and all(s.started for s in p.status.container_statuses or [])
+
+
+def _log(core: Any, ns: str, pod: str, **kw: Any) -> str:
+    """``kubectl logs`` ('' until kwok has seen the pod's Logs object)."""
+    try:
+        return str(core.read_namespaced_pod_log(pod, ns, container="main", **kw))
+    except client.ApiException:
+        return ""
+
+
+def _netns_of(pid: int) -> int:
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+# -- per-pod network namespaces --------------------------------------------------------------------
+def test_each_pod_has_its_own_network_namespace_shared_by_its_containers(k8s_client: Any, sim_namespace: str) -> None:
+    ns, core = sim_namespace, client.CoreV1Api(k8s_client)
+    for name in ("a", "b"):  # both bind :8080, which only separate namespaces allow
+        core.create_namespaced_pod(ns, _pod(name, [_probe_container("--port", "8080")]))
+    core.create_namespaced_pod(ns, _pod("two", [_probe_container("--port", "8080"),
+                                               _probe_container("--port", "8081", name="side")]))
+    for name in ("a", "b", "two"):
+        wait(f"{name} ready", lambda n=name: _ready(core, ns, n))
+    who = {}
+    for pod, port in (("a", 8080), ("b", 8080), ("two", 8080), ("two", 8081)):
+        pid, served = wait(f"{pod}:{port} answers", lambda p=pod, q=port: _get(core, ns, p, q, "/whoami")).split()
+        assert served == str(port)
+        who[(pod, port)] = int(pid)
+    assert len(set(who.values())) == 4
+    host = _netns_of(os.getpid())
+    spaces = {key: _netns_of(pid) for key, pid in who.items()}
+    assert host not in spaces.values()
+    assert spaces[("a", 8080)] != spaces[("b", 8080)]
+    assert spaces[("two", 8080)] == spaces[("two", 8081)]  # containers of one pod share it
+    ips = {p.metadata.name: p.status.pod_ip for p in core.list_namespaced_pod(ns).items}
+    assert len(set(ips.values())) == 3
+    assert all(ipaddress.ip_address(ip) in ipaddress.ip_network("100.64.0.0/16") for ip in ips.values())
+
+
+def test_a_service_port_reaches_its_pod_in_its_namespace(k8s_client: Any, sim_namespace: str) -> None:
+    ns, core = sim_namespace, client.CoreV1Api(k8s_client)
+    core.create_namespaced_pod(ns, _pod("web", [_probe_container("--port", "8080")]))
+    core.create_namespaced_service(ns, {"metadata": {"name": "web"}, "spec": {
+        "selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}})
+    wait("web ready", lambda: _ready(core, ns, "web"))
+    # the API server's service proxy resolves port 80 to the endpoint's 8080 and dials the pod IP
+    def via_service() -> str:
+        try:
+            return str(core.connect_get_namespaced_service_proxy_with_path("web:http", ns, "whoami"))
+        except client.ApiException:
+            return ""
+
+    answer = wait("service answers", via_service)
+    assert answer.split()[1] == "8080"
+
+
+def _namespaces_held(inodes: set[int]) -> set[int]:
+    held = set()
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit():
+                held.add(os.stat(d / "ns" / "net").st_ino)
+        except OSError:
+            continue
+    return held & inodes
+
+
+def test_ctrl_c_crash_and_down_remove_every_namespace_and_relay() -> None:
+    c = SimCluster(f"netns-{os.getpid()}")
+    c.up(1, "cpu", timeout=180)
+    try:
+        core = c.core()
+        core.create_namespace({"metadata": {"name": "nets"}})
+        wait("default ServiceAccount", lambda: core.list_namespaced_service_account("nets").items)
+        for i in range(3):
+            core.create_namespaced_pod("nets", _pod(f"p{i}", [_probe_container("--port", "8080")]))
+        wait("pods running", lambda: all(_running(core, "nets", f"p{i}") for i in range(3)), timeout=120)
+        first = {os.stat(n.path).st_ino for n in netns.all_entries(c.layout.root)}
+        assert len(first) == 3
+
+        # Ctrl-C (SIGINT) of the sim kubelet: it ends its pods and their namespaces before it exits
+        kubelet = procs.read(c.layout.pids / "sim-kubelet.pid")
+        assert kubelet is not None
+        os.kill(kubelet.pid, signal.SIGINT)
+        wait("kubelet gone", lambda: not kubelet.alive(), timeout=30)
+        assert _namespaces_held(first) == set()
+        # the supervisor restarts it; its pods come back in fresh namespaces
+        wait("pods back", lambda: len(netns.all_entries(c.layout.root)) == 3, timeout=120)
+        second = {os.stat(n.path).st_ino for n in netns.all_entries(c.layout.root)}
+        assert len(second) == 3
+        egress = procs.read(c.layout.pids / "egress-proxy.pid")
+        assert egress is not None and egress.alive()
+
+        # a crash: the supervisor is killed outright, every pod keeps running
+        sup = procs.read(c.layout.pids / "supervisor.pid")
+        assert sup is not None
+        os.kill(sup.pid, signal.SIGKILL)
+        wait("supervisor gone", lambda: not sup.alive())
+        assert _namespaces_held(second) == second
+    finally:
+        c.down()
+    # down after the crash: no namespace, no pause process, no relay left
+    assert _namespaces_held(first | second) == set()
+    assert not egress.alive()
+    assert not c.layout.root.exists()
+
+
+# -- subPath ---------------------------------------------------------------------------------------
+def test_subpath_mounts_one_key_of_a_configmap_as_a_file(k8s_client: Any, sim_namespace: str) -> None:
+    ns, core = sim_namespace, client.CoreV1Api(k8s_client)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "cfg"}, "data": {"config.yaml": "answer: 42\n"}})
+    core.create_namespaced_pod(ns, _pod("cat", [{
+        "name": "main", "image": "ghcr.io/gpu-catalog/podlister:0.1", "args": ["--cat", "/etc/config/config.yaml"],
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/config/config.yaml", "subPath": "config.yaml"}],
+    }], volumes=[{"name": "cfg", "configMap": {"name": "cfg"}}], restartPolicy="Never"))
+    # podlister prints the file, then fails to list (no token): what matters is the file it read
+    log = wait("file printed", lambda: "answer" in (t := _log(core, ns, "cat")) and t, timeout=90)
+    assert "--- /etc/config/config.yaml\nanswer: 42" in log
+    assert "Is a directory" not in log
+
+
+# -- probes ----------------------------------------------------------------------------------------
+def test_readiness_probes_of_each_kind_drive_ready(k8s_client: Any, sim_namespace: str) -> None:
+    ns, core = sim_namespace, client.CoreV1Api(k8s_client)
+    timing = {"periodSeconds": 1, "failureThreshold": 1}
+    core.create_namespaced_pod(ns, _pod("http", [_probe_container(
+        "--ready-after", "8", readinessProbe={"httpGet": {"path": "/ready", "port": 8080}, **timing})]))
+    core.create_namespaced_pod(ns, _pod("tcp", [_probe_container(
+        "--listen-after", "8", ports=[{"name": "web", "containerPort": 8080}],
+        readinessProbe={"tcpSocket": {"port": "web"}, **timing})]))
+    core.create_namespaced_pod(ns, _pod("exec", [_probe_container(
+        "--ready-after", "8", "--ready-file", "/demo-state/ready",
+        volumeMounts=[{"name": "work", "mountPath": "/demo-state"}],
+        readinessProbe={"exec": {"command": ["cat", "/demo-state/ready"]}, **timing})],
+        volumes=[{"name": "work", "emptyDir": {}}]))
+    # never ready: the probe asks a path that answers 404
+    core.create_namespaced_pod(ns, _pod("never", [_probe_container(
+        readinessProbe={"httpGet": {"path": "/missing", "port": 8080}, **timing})]))
+    seen = _watch_readiness(core, ns, ["http", "tcp", "exec", "never"], until=["http", "tcp", "exec"])
+    # each ran before its probe passed and was not Ready then; then became Ready
+    assert seen == {"http": (True, True), "tcp": (True, True), "exec": (True, True), "never": (True, False)}
+    time.sleep(3)
+    st = core.read_namespaced_pod("never", ns).status
+    assert st.phase == "Running" and st.container_statuses[0].ready is False
+
+
+def _watch_readiness(core: Any, ns: str, names: list[str], until: list[str],
+                     timeout: float = 90) -> dict[str, tuple[bool, bool]]:
+    """Per pod: (seen Running and not Ready, seen Ready), watched until every pod of ``until``
+    is Ready or ``timeout``."""
+    seen = {n: (False, False) for n in names}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all(seen[n][1] for n in until):
+        for p in core.list_namespaced_pod(ns).items:
+            name = p.metadata.name
+            if name not in seen:
+                continue
+            ready = any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+            running = p.status.phase == "Running" and all(s.started for s in p.status.container_statuses or [])
+            seen[name] = (seen[name][0] or (running and not ready), seen[name][1] or ready)
+        time.sleep(0.3)
+    return seen
+
+
+def test_deployment_is_available_only_once_its_pods_pass_readiness(k8s_client: Any, sim_namespace: str) -> None:
+    ns, apps = sim_namespace, client.AppsV1Api(k8s_client)
+
+    def deployment(name: str, path: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {
+            "replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "automountServiceAccountToken": False,
+                "containers": [_probe_container("--ready-after", "6", readinessProbe={
+                    "httpGet": {"path": path, "port": 8080}, "periodSeconds": 1})]}}}}
+
+    apps.create_namespaced_deployment(ns, deployment("good", "/ready"))
+    apps.create_namespaced_deployment(ns, deployment("bad", "/missing"))
+    core = client.CoreV1Api(k8s_client)
+    unavailable_while_running = False
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and apps.read_namespaced_deployment("good", ns).status.available_replicas != 1:
+        unavailable_while_running |= any(p.status.phase == "Running" for p in
+                                         core.list_namespaced_pod(ns, label_selector="app=good").items)
+        time.sleep(0.3)
+    assert apps.read_namespaced_deployment("good", ns).status.available_replicas == 1
+    assert unavailable_while_running  # its pod ran before it was ready, and did not count as available
+    assert any(p.status.phase == "Running" for p in core.list_namespaced_pod(ns, label_selector="app=bad").items)
+    assert not apps.read_namespaced_deployment("bad", ns).status.available_replicas
+
+
+def test_liveness_failure_restarts_the_container(k8s_client: Any, sim_namespace: str) -> None:
+    ns, core = sim_namespace, client.CoreV1Api(k8s_client)
+    # the delay lets the server bind first, as a real liveness probe would need too
+    core.create_namespaced_pod(ns, _pod("live", [_probe_container(livenessProbe={
+        "httpGet": {"path": "/healthz", "port": 8080}, "initialDelaySeconds": 5, "periodSeconds": 1,
+        "failureThreshold": 2})]))
+    wait("running", lambda: _running(core, ns, "live"), timeout=90)
+    first = int(wait("answers", lambda: _get(core, ns, "live", 8080, "/whoami")).split()[0])
+    time.sleep(4)
+    assert core.read_namespaced_pod("live", ns).status.container_statuses[0].restart_count == 0  # healthy: kept
+    assert _get(core, ns, "live", 8080, "/fail")
+    st = wait("restarted", lambda: (lambda s: s if s.restart_count >= 1 and s.state.running else None)(
+        core.read_namespaced_pod("live", ns).status.container_statuses[0]), timeout=60)
+    assert st.last_state.terminated is not None and st.last_state.terminated.exit_code in (137, 143)
+    second = int(wait("answers again", lambda: _get(core, ns, "live", 8080, "/whoami")).split()[0])
+    assert second != first
+    time.sleep(4)  # the new instance is healthy: no further restart
+    assert core.read_namespaced_pod("live", ns).status.container_statuses[0].restart_count == 1
+
+
+# -- logs ------------------------------------------------------------------------------------------
+def test_kubectl_logs_and_previous_of_a_restarted_container(k8s_client: Any, sim_namespace: str) -> None:
+    ns, core = sim_namespace, client.CoreV1Api(k8s_client)
+    core.create_namespaced_pod(ns, _pod("talk", [_probe_container("--exit-after", "4", "--message", "hello")]))
+    st = wait("restarted once", lambda: (lambda s: s if s and s[0].restart_count >= 1 and s[0].state.running else None)(
+        core.read_namespaced_pod("talk", ns).status.container_statuses), timeout=90)[0]
+    assert st.last_state.terminated.exit_code == 3
+    current = wait("current log", lambda: "demo-probe start" in (t := _log(core, ns, "talk")) and t)
+    previous = wait("previous log", lambda: "demo-probe start" in (t := _log(core, ns, "talk", previous=True)) and t)
+    pid_now = current.split("demo-probe start pid=")[1].split()[0]
+    pid_before = previous.split("demo-probe start pid=")[1].split()[0]
+    assert pid_now != pid_before
+    assert "hello" in previous and previous.count("demo-probe start") == 1
+    stamped = core.read_namespaced_pod_log("talk", ns, container="main", timestamps=True)
+    assert stamped.splitlines()[0].split(" ", 1)[0].endswith("Z")
