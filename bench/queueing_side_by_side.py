@@ -11,10 +11,11 @@ through the contract's own adapters (the same code certification runs):
 - pods placed per second: ``--pods`` independent one-GPU units in one team with quota for all,
   divided by the time until the last is scheduled.
 
-KAI runs only where its binaries are supplied to the sim (the KAI issue); otherwise its column says
-why it did not run and no ratio is printed. Ratios are KAI / Kueue (below 1: KAI is faster).
+KAI runs only where its binaries are supplied to the sim through an image-map overlay
+(``--image-map``, see docs/kai.md); otherwise its column says why it did not run and no ratio is
+printed. Ratios are KAI / Kueue (below 1: KAI is faster).
 
-    PYTHONPATH=$PWD python3 bench/queueing_side_by_side.py [--stacks kueue,kai] [--nodes 4]
+    PYTHONPATH=$PWD python3 bench/queueing_side_by_side.py [--stacks kueue,kai] [--nodes 4] [--image-map kai-images.yaml]
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def measure(stack: str, a: argparse.Namespace) -> dict[str, Any]:
     if cluster.layout.root.exists():  # a leftover of an interrupted run
         cluster.down()
     try:
-        kc = cluster.up(a.nodes, "h100-80gb-x8")
+        kc = cluster.up(a.nodes, "h100-80gb-x8", image_map=a.image_map if stack == "kai" else None)
         cluster.wait_ready(180)
         cluster.start_services([o for comp in rb.components for o in comp.objects])
         install.install(rb, kc, timeout_s=300, gates=False)
@@ -96,6 +97,7 @@ def main() -> None:
     ap.add_argument("--gang", type=int, default=8)
     ap.add_argument("--gangs", type=int, default=3)
     ap.add_argument("--pods", type=int, default=32)
+    ap.add_argument("--image-map", type=Path, default=None, help="image-map overlay with KAI's binaries")
     a = ap.parse_args()
     figures: dict[str, dict[str, Any]] = {}
     for stack in a.stacks.split(","):
