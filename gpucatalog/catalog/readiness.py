@@ -2,6 +2,8 @@
 status (what Helm's ``--wait`` cannot see) says it is ready. Called by ``catalog.install`` after
 each component: fatal for ``catalog install``, recorded as a failed step by certification.
 
+Kueue: its manager is ready and its admission webhooks answer (a server-side dry run).
+
 KAI: the operator reports readiness on the ``kai-config`` Config (conditions Deployed, Available
 and DependenciesFulfilled, for the current generation, as KAI's own e2e waits) and runs one
 Deployment per component.
@@ -9,6 +11,7 @@ Deployment per component.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -63,7 +66,38 @@ def kai_problems(api: Any, namespace: str) -> list[str]:
     return problems
 
 
-GATES: dict[str, Callable[[Any, str], list[str]]] = {"kai-scheduler": kai_problems}
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
+
+
+def kueue_problems(api: Any, namespace: str) -> list[str]:
+    """What is not ready yet in a Kueue install: its manager Deployment, and its admission
+    webhooks, checked by a server-side dry run of a ResourceFlavor (the API server calls Kueue's
+    mutating and validating webhooks for it, through the certificates Kueue made itself)."""
+    problems = []
+    try:
+        dep: Any = client.AppsV1Api(api).read_namespaced_deployment(KUEUE_DEPLOYMENT, namespace)
+        if not (dep.status and dep.status.ready_replicas):
+            problems.append(f"Deployment {namespace}/{KUEUE_DEPLOYMENT}: no ready replica")
+    except ApiException as exc:
+        problems.append(f"Deployment {namespace}/{KUEUE_DEPLOYMENT}: " + ("missing" if exc.status == 404 else f"HTTP {exc.status}"))
+    probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+             "metadata": {"name": "gpu-catalog-readiness-probe"}, "spec": {}}
+    try:
+        client.CustomObjectsApi(api).create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors",
+                                                                  probe, dry_run="All")
+    except ApiException as exc:
+        problems.append(f"Kueue's admission webhooks do not answer yet (HTTP {exc.status}: {_message(exc)})")
+    return problems
+
+
+def _message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "{}").get("message", exc.reason))[:300]
+    except ValueError:
+        return str(exc.reason)
+
+
+GATES: dict[str, Callable[[Any, str], list[str]]] = {"kai-scheduler": kai_problems, "kueue": kueue_problems}
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 
 

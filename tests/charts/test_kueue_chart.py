@@ -124,3 +124,9 @@ def test_crds_are_required_unless_turned_off(render_error: Any) -> None:
 @pytest.mark.parametrize("path", sorted((CHARTS / "kueue/ci").glob("*-values.yaml")), ids=lambda p: p.name)
 def test_ci_scenarios_render(render_chart: RenderChart, path: Path) -> None:
     assert _one(render_chart("kueue", yaml.safe_load(path.read_text())), "Deployment")
+
+
+def test_log_level_zero_is_refused_by_the_schema(render_error: Any) -> None:
+    # zap rejects --zap-log-level=0 and the manager would never start
+    err = render_error("kueue", {**NO_CRDS, "logLevel": 0})
+    assert "/logLevel" in err

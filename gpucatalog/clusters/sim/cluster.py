@@ -287,14 +287,20 @@ class SimCluster(
     def start_services(self, objects: Sequence[Mapping[str, Any]], timeout: float = 180.0) -> list[str]:
         """Start the host services the bundle's rendered ``objects`` call for; returns what started.
 
-        Slinky ``Controller`` + ``NodeSet`` objects (the ``slurm`` bundle): a real Slurm cluster
-        configured from those objects (:mod:`.services`). Each Slurm node is named after the
+        Images the sim kubelet runs as a pinned toolchain binary (Kueue's manager): that binary,
+        built now if it is not cached. Slinky ``Controller`` + ``NodeSet`` objects (the ``slurm``
+        bundle): a real Slurm cluster configured from those objects (:mod:`.services`). Each Slurm node is named after the
         Kubernetes node its NodeSet replica lands on (:mod:`..slurm.placement`), so gpu-health
         drains the Slurm node of the Kubernetes node it quarantines. Pods started afterwards find
         it through ``SLURM_CONF`` (the sim kubelet exports it). ``down`` stops it, even after a
         crash. Call after ``up`` (the nodes must exist) and before installing the bundle.
         """
-        return services.start_slurm(self.layout, self.name, self.core(), objects, timeout)
+        started = []
+        for tool in images.tools_for(images.pod_images(objects)):
+            # pods of these images run as pinned toolchain binaries: build them now, not in the kubelet
+            build.ensure(tool)
+            started.append(f"toolchain binary {tool} {build.versions()[tool]} for the sim kubelet")
+        return started + services.start_slurm(self.layout, self.name, self.core(), objects, timeout)
 
     def endpoints(self) -> dict[str, str]:
         """Non-Kubernetes endpoints for suites: ``slurm_conf`` while a Slurm cluster runs."""

@@ -5,14 +5,16 @@ one for the same image.
 
 Used by the sim kubelet (to build a container's argv; its map is the cluster's, named by
 ``$GPU_CATALOG_SIM_IMAGE_MAP``), by ``stages`` (to tell kwok, through a jq selector, to leave
-those pods alone) and by ``parts`` (what ran live). Matching ignores tag and digest.
+those pods alone), by ``parts`` (what ran live) and by ``SimCluster.start_services`` (to build the
+toolchain binaries a bundle's images run as). Matching ignores tag and digest. In the shipped
+map, an argv element ``@<tool>`` stands for the pinned toolchain binary ``<tool>``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -23,7 +25,9 @@ import yaml
 
 from gpucatalog.clusters.sim import imagemap
 from gpucatalog.core import errors
+from gpucatalog.toolchain import build
 
+TOOL_PREFIX = "@"
 Table = Mapping[str, "ImageEntry"]
 
 
@@ -93,13 +97,56 @@ def argv_for(container: dict[str, Any], table: Table | None = None) -> list[str]
     command = list(container.get("command") or [])
     args = list(container.get("args") or [])
     if not command:
-        return [*entry.entrypoint, *args]
+        return [*_tools(entry.entrypoint, entry), *args]
     prefix = entry.commands.get(command[0]) or entry.commands.get(command[0].rsplit("/", 1)[-1])
     if prefix is None:
         raise errors.NotFoundError(
             f"executable {command[0]!r} not found in image {entry.image}", expected=", ".join(entry.commands)
         )
-    return [*prefix, *command[1:], *args]
+    return [*_tools(prefix, entry), *command[1:], *args]
+
+
+def _tools(prefix: tuple[str, ...] | list[str], entry: ImageEntry) -> list[str]:
+    """``prefix`` with each ``@tool`` replaced by the cached toolchain binary (never built here:
+    the kubelet must not stall for a build; ``start_services`` builds them before install)."""
+    out = []
+    for part in prefix:
+        if part.startswith(TOOL_PREFIX):
+            tool = part[len(TOOL_PREFIX):]
+            path = build.cached(tool)
+            if path is None:
+                raise errors.NotFoundError(
+                    f"image {entry.image} runs as toolchain binary {tool!r}, which is not built",
+                    expected="`catalog toolchain ensure` (or a certification run, which builds it first)")
+            part = str(path)
+        out.append(part)
+    return out
+
+
+def pod_images(objects: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Container images of the pods and pod templates among rendered ``objects``."""
+    refs: set[str] = set()
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        pod = spec if obj.get("kind") == "Pod" else ((spec.get("template") or {}).get("spec") or {})
+        if obj.get("kind") == "CronJob":
+            pod = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+            if c.get("image"):
+                refs.add(str(c["image"]))
+    return sorted(refs)
+
+
+def tools_for(image_refs: Iterable[str], table: Table | None = None) -> list[str]:
+    """The toolchain binaries the mapped images among ``image_refs`` run as."""
+    tools: set[str] = set()
+    for ref in image_refs:
+        entry = lookup(ref, table)
+        if entry is None:
+            continue
+        for argv in (entry.entrypoint, *entry.commands.values()):
+            tools.update(p[len(TOOL_PREFIX):] for p in argv if p.startswith(TOOL_PREFIX))
+    return sorted(tools)
 
 
 def kwok_exclusion_jq(table: Table | None = None) -> str:

@@ -10,7 +10,8 @@ cluster's simulated nodes and keeps the pod lifecycle for each pod with a mapped
   says, and the API server reaches them (webhooks) through the egress proxy (``egress``). A
   ``hostNetwork`` pod stays on the host and binds the loopback alias ``127.<slot>.x.y``;
 * has the pod's volumes, ServiceAccount token and each container's mounts and environment
-  built (:mod:`.podspec`);
+  built (:mod:`.podspec`), and keeps its ConfigMap, Secret and projected volumes up to date
+  while it runs (every ``REFRESH_S``, atomically, as a kubelet does);
 * runs init containers in order, then starts each container through ``podexec`` (private
   mount namespace + bind mounts + chroot) with the argv from the image map and the pod's
   command/args;
@@ -57,6 +58,9 @@ MAX_GRACE_S = 10.0
 # A kubelet gives a container that failed its liveness probe its terminationGracePeriodSeconds;
 # the sim caps it so that one dying container does not stall every other pod's poll.
 LIVENESS_KILL_GRACE_S = 2.0
+# How often a running pod's ConfigMap/Secret/projected volumes are compared with their objects
+# (a kubelet's sync period is about a minute; the sim is quicker so suites need not wait).
+REFRESH_S = 2.0
 
 
 def is_sim_pod(pod: Any) -> bool:
@@ -116,6 +120,7 @@ class Kubelet:
             except OSError as exc:
                 print(f"pod network relay not answering ({exc}); it catches up within seconds", flush=True)
         prep = self.specs.prepare(pod, run.place)
+        run.token, run.next_refresh = prep.token, time.monotonic() + REFRESH_S
         if not self.run_init_containers(pod, run, prep):
             return
         for c in pod.spec.containers:
@@ -251,6 +256,15 @@ class Kubelet:
             if exc.status != 404:
                 print(f"status of {run.namespace}/{run.name}: {exc.status} {exc.reason}", flush=True)
 
+    def refresh_volumes(self, pod: Any, run: podrun.PodRun) -> None:
+        """Bring the pod's ConfigMap, Secret and projected volumes up to date, every REFRESH_S."""
+        now = time.monotonic()
+        if now < run.next_refresh or run.terminating:
+            return
+        run.next_refresh = now + REFRESH_S
+        for name in self.specs.refresh(pod, run.place, run.token):
+            print(f"{run.namespace}/{run.name}: volume {name} updated", flush=True)
+
     def apply_logs(self, run: podrun.PodRun) -> None:
         """Point the pod's ``Logs`` object at the current and previous log files (kubectl logs)."""
         body = podlogs.logs_object(run.namespace, run.name, run.uid, run.logs)
@@ -323,6 +337,7 @@ class Kubelet:
                 continue
             if run is not None:
                 self.poll(run)
+                self.refresh_volumes(pod, run)
         for uid in list(self.pods):
             if uid not in seen:  # deleted behind our back (force delete): end its processes
                 run = self.pods.pop(uid)

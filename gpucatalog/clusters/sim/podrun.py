@@ -72,6 +72,8 @@ class PodRun:
     pause: Any = None  # the Popen holding ``net``
     logs: dict[str, podlogs.ContainerLog] = field(default_factory=dict)  # container -> its log files
     logs_reported: str = ""  # the Logs object's spec last written (kubectl logs)
+    token: str | None = None  # the pod's ServiceAccount token (projected volumes get it again on refresh)
+    next_refresh: float = 0.0  # when its ConfigMap/Secret/projected volumes are compared next
 
     @property
     def place(self) -> podspec.PodPlace:

@@ -9,7 +9,8 @@ under the pod folder), :meth:`Builder.container_spec` gives one container's laun
 * hostPath volumes map to ``<node folder>/<path>`` (so a DaemonSet pod on node X reads node
   X's simulated ``/dev/kmsg``, sysfs and ``nvidia-smi``);
 * ConfigMap, Secret, projected (token, ConfigMap, Secret, downward API) and emptyDir volumes
-  are written under ``<pod folder>/volumes/<name>``;
+  are written under ``<pod folder>/volumes/<name>``, the first three atomically (:mod:`.atomicdir`)
+  and again by :meth:`Builder.refresh` when their objects change;
 * a mount with ``subPath`` (or ``subPathExpr``, ``$(VAR)``-expanded) mounts that file or folder of
   the volume (a ConfigMap key as a single file, say);
 * env comes from the pod spec (``value`` with ``$(VAR)`` expansion, ``envFrom``, field,
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.clusters.sim import egress, netns
+from gpucatalog.clusters.sim import atomicdir, egress, netns
 from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import ClusterConfig
 from gpucatalog.clusters.sim.layout import Layout
@@ -113,13 +114,33 @@ class Builder:
         sec = self.core.read_namespaced_secret(name, ns)
         return {k: base64.b64decode(v) for k, v in (sec.data or {}).items()}
 
-    def _write_items(self, dest: Path, data: dict[str, bytes], items: Any) -> None:
-        dest.mkdir(parents=True, exist_ok=True)
+    @staticmethod
+    def _items(data: dict[str, bytes], items: Any) -> dict[str, bytes]:
+        """The files a ConfigMap/Secret source projects: every key, or the listed ``items``."""
         pairs = [(i.key, i.path) for i in items] if items else [(k, k) for k in data]
-        for key, path in pairs:
-            if key in data:
-                (dest / path).parent.mkdir(parents=True, exist_ok=True)
-                (dest / path).write_bytes(data[key])
+        return {path: data[key] for key, path in pairs if key in data}
+
+    def _payload(self, v: Any, ns: str, token: str | None, pod: Any, place: PodPlace) -> dict[str, bytes] | None:
+        """The files of a ConfigMap, Secret or projected volume (None for other kinds)."""
+        if v.config_map is not None:
+            return self._items(self.key_data("configMap", v.config_map.name, ns), v.config_map.items)
+        if v.secret is not None:
+            return self._items(self.key_data("secret", v.secret.secret_name, ns), v.secret.items)
+        if v.projected is None:
+            return None
+        files: dict[str, bytes] = {}
+        for s in v.projected.sources or []:
+            if s.service_account_token is not None and token:
+                files[s.service_account_token.path] = token.encode()
+            elif s.config_map is not None:
+                files.update(self._items(self.key_data("configMap", s.config_map.name, ns), s.config_map.items))
+            elif s.secret is not None:
+                files.update(self._items(self.key_data("secret", s.secret.name, ns), s.secret.items))
+            elif s.downward_api is not None:
+                for item in s.downward_api.items or []:
+                    if item.field_ref is not None:
+                        files[item.path] = self.field(pod, item.field_ref.field_path, place).encode()
+        return files
 
     def _volumes(self, pod: Any, place: PodPlace, token: str | None) -> dict[str, Path]:
         node_dir = self.lay.node_dir(place.node)
@@ -139,27 +160,27 @@ class Builder:
             elif v.empty_dir is not None:
                 vdir.mkdir(parents=True, exist_ok=True)
                 out[v.name] = vdir
-            elif v.config_map is not None:
-                self._write_items(vdir, self.key_data("configMap", v.config_map.name, ns), v.config_map.items)
-                out[v.name] = vdir
-            elif v.secret is not None:
-                self._write_items(vdir, self.key_data("secret", v.secret.secret_name, ns), v.secret.items)
-                out[v.name] = vdir
-            elif v.projected is not None:
-                vdir.mkdir(parents=True, exist_ok=True)
-                for s in v.projected.sources or []:
-                    if s.service_account_token is not None and token:
-                        (vdir / s.service_account_token.path).write_text(token)
-                    elif s.config_map is not None:
-                        self._write_items(vdir, self.key_data("configMap", s.config_map.name, ns), s.config_map.items)
-                    elif s.secret is not None:
-                        self._write_items(vdir, self.key_data("secret", s.secret.name, ns), s.secret.items)
-                    elif s.downward_api is not None:
-                        for item in s.downward_api.items or []:
-                            if item.field_ref is not None:
-                                (vdir / item.path).write_text(self.field(pod, item.field_ref.field_path, place))
-                out[v.name] = vdir
+            else:
+                files = self._payload(v, ns, token, pod, place)
+                if files is not None:
+                    atomicdir.write(vdir, files)
+                    out[v.name] = vdir
         return out
+
+    def refresh(self, pod: Any, place: PodPlace, token: str | None) -> list[str]:
+        """Rewrite the ConfigMap, Secret and projected volumes whose objects changed since they
+        were written (as a kubelet does while a pod runs: a controller that fills its own
+        certificate Secret after start, such as Kueue's, reads it this way). Returns the names of
+        the volumes rewritten; an object that is gone or unreadable leaves its volume as it was."""
+        changed = []
+        for v in pod.spec.volumes or []:
+            try:
+                files = self._payload(v, pod.metadata.namespace, token, pod, place)
+            except self.client.ApiException:
+                continue
+            if files is not None and atomicdir.write(place.dir / "volumes" / v.name, files):
+                changed.append(v.name)
+        return changed
 
     # -- per container ------------------------------------------------------------------------
     def container_spec(self, pod: Any, c: Any, argv: list[str], place: PodPlace, prep: Prepared) -> dict[str, Any]:

@@ -269,3 +269,17 @@ def test_provider_registry() -> None:
 
 def test_cli_module_registered() -> None:
     assert "cluster" in cli_mod.COMMAND_MODULES
+
+
+def test_image_map_runs_kueue_as_its_toolchain_binary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    kueue = {"image": "registry.k8s.io/kueue/kueue:v0.17.0", "command": ["/manager"], "args": ["--config=/c.yaml"]}
+    monkeypatch.setattr(build, "cached", lambda tool: None)
+    with pytest.raises(errors.NotFoundError, match="runs as toolchain binary 'kueue', which is not built"):
+        images.argv_for(kueue)
+    monkeypatch.setattr(build, "cached", lambda tool: tmp_path / tool)
+    assert images.argv_for(kueue) == [str(tmp_path / "kueue"), "--config=/c.yaml"]
+    deployment = {"kind": "Deployment", "spec": {"template": {"spec": {"containers": [kueue]}}}}
+    other = {"kind": "Pod", "spec": {"containers": [{"image": "ghcr.io/gpu-catalog/gpu-health:0.1.0"}]}}
+    refs = images.pod_images([deployment, other, {"kind": "ConfigMap", "data": {}}])
+    assert refs == ["ghcr.io/gpu-catalog/gpu-health:0.1.0", "registry.k8s.io/kueue/kueue:v0.17.0"]
+    assert images.tools_for(refs) == ["kueue"]

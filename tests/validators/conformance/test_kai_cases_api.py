@@ -18,16 +18,16 @@ from kubernetes.client.exceptions import ApiException
 from gpucatalog.validators.conformance import (
     base,
     fractional_gpu,
-    gang,
     gpu_inventory,
+    kai_adapter,
     kai_params,
     kai_pods,
     kai_preflight,
     kai_suite,
-    kai_workspace,
     kube_client,
-    quota_reclaim,
+    queueing_contract,
 )
+from gpucatalog.validators.conformance.queueing_contract import Dept, Team
 from tests.validators.conformance import fake_kai
 
 pytestmark = pytest.mark.integration
@@ -79,6 +79,16 @@ def run_case(suite: Any, case: Any) -> base.CaseResult:
     """One case as the suite runs it (fresh start, watchdog) without the preflight."""
     result = base.run_cases("t", suite.ctx, [("case", suite.guarded(case))])
     return result.cases[0]
+
+
+def contract_case(ctx: base.SuiteContext, name: str) -> base.CaseResult:
+    """One case of the queueing contract as its suite runs it on KAI (fresh start, watchdog)."""
+    adapter = kai_adapter.KaiAdapter(ctx)
+    c = queueing_contract.Contract(ctx, adapter)
+    try:
+        return base.run_cases("t", ctx, [c.case(name, getattr(c, name))]).cases[0]
+    finally:
+        adapter.close()
 
 
 def make(cls: type, ctx: base.SuiteContext) -> Any:
@@ -186,21 +196,25 @@ def test_reclaim_pins_to_exactly_g_free_gpus_when_the_nodes_have_an_odd_number(e
     free, so B could start without a reclaim and A settled at 4, not its quota 3 (a timeout).
     Now a holder pod takes the odd GPU first."""
     small, big = env.node(3), env.node(4)
-    s = make(quota_reclaim._Suite, env.ctx())
-    nodes, total = gpu_inventory.whole_nodes(gpu_inventory.free_gpus(s.kube), s.max_gpus)
-    assert total == 7  # what the old code pinned to, while planning for 6
+    ctx = env.ctx()
+    adapter = kai_adapter.KaiAdapter(ctx)
+    c = queueing_contract.Contract(ctx, adapter)
+    nodes, g, total = c.pick_nodes()
+    assert total == 7 and g == 6  # the old code pinned to 7 while planning for 6
 
     def bind_first_fit(pod: Any, _all: list[Any]) -> fake_kai.Decision:
         free = gpu_inventory.free_gpus(env.kube)
         return fake_kai.Bind(big if free[big] else small)
 
-    with env.fake(bind_first_fit), kai_workspace.workspace(s.kube, s.p, "reclaim", base.CaseResult("t", "passed")) as ws:
-        pinned, g = s.pick_nodes(ws)
-        free = gpu_inventory.free_gpus(s.kube)
-        assert sorted(pinned) == sorted([small, big]) and g == 6
-        assert sum(free[n] for n in pinned) == g
-        holders = ws.group_pods("holder")
+    with env.fake(bind_first_fit), adapter.space("reclaim", base.CaseResult("t", "passed")) as sp:
+        sp.build(Dept("root", g + 1, (Team("a", 3), Team("b", 3), Team("hold", 1, preemptible=False))))
+        c.hold_odd_gpu(sp, nodes, total % 2)
+        free = gpu_inventory.free_gpus(env.kube)
+        assert sorted(nodes) == sorted([small, big])
+        assert sum(free[n] for n in nodes) == g
+        holders = sp.ws.group_pods("holder")
         assert len(holders) == 1 and holders[0].spec.priority_class_name == "inference"
+    adapter.close()
 
 
 # -- watchdog -----------------------------------------------------------------------------------
@@ -290,9 +304,8 @@ def test_gang_with_room_fails_a_scheduler_that_places_pods_one_by_one(env: Env) 
     """Every pod fits, so a non-gang scheduler also scheduled all N: the old case passed. Now the
     first N-1 must stay unbound until the Nth exists."""
     node = env.node(8)
-    s = make(gang._Suite, env.ctx())
     with env.fake(lambda pod, _all: fake_kai.Bind(node)):
-        res = run_case(s, s.gang_with_room_starts_together)
+        res = contract_case(env.ctx(), "gang_with_room_starts_together")
     assert res.result == "failed"
     assert "gang started without all its members (3 of minMember 4 submitted, with room for all)" in res.reason
 
@@ -305,6 +318,7 @@ def test_gang_with_room_fails_a_scheduler_that_places_pods_one_by_one(env: Env) 
         return fake_kai.Bind(node) if len(_members(pod, pods)) >= pg["spec"]["minMember"] else None
 
     with env.fake(gang_scheduler):
-        res = run_case(s, s.gang_with_room_starts_together)
+        res = contract_case(env.ctx(), "gang_with_room_starts_together")
     assert res.result == "passed", res.reason
-    assert res.details["min_member"] == 4
+    assert res.details["min_member"] == 4 and res.details["partial_members_held"] == 3
+    assert res.details["stack"] == "kai"

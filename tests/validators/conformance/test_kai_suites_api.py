@@ -141,7 +141,7 @@ def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
     """Every API call the suites make, on real objects: GPU nodes and what is free on them,
     explicit PodGroups, Jobs, BindRequest and PodGroup listings, and reading a fraction pod's
     placement from its GPU-group label and the reservation pod's GPU report."""
-    from gpucatalog.validators.conformance import gang, quota_reclaim
+    from gpucatalog.validators.conformance import kai_adapter, queueing_contract
 
     kube = kube_client.Kube(str(kubeconfig))
     p = kai_params.Params(wait_seconds=30)
@@ -152,21 +152,24 @@ def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
     assert gpu_inventory.gpu_capacity(kube) == {"gpu-1": 8}
     assert gpu_inventory.gpu_memory_mib(kube) == {"gpu-1": 81920}
 
-    ctx = base.SuiteContext(kubeconfig=kubeconfig)
-    g = gang._Suite(ctx)
-    r = quota_reclaim._Suite(ctx)
     res = base.CaseResult("plumbing", "passed")
     with kai_workspace.workspace(kube, p, "plumb", res) as ws:
-        q = ws.queue(f"{ws.ns}-q", quota=2)
-        g.gang(ws, q, "gpu-1", 2)
+        sp = kai_adapter.KaiSpace(kube, p, ws)
+        sp.build(queueing_contract.Dept("root", 2, (queueing_contract.Team("q", 2),)))
+        q = sp.queue["q"]
+        assert q == f"{ws.ns}-q" and ws.queues == [f"{ws.ns}-root", q]
+        sp.gang("q", "gang", 2, "gpu-1")
         whole = ws.pods(f"{kai_params.SUITE_LABEL}=gang")
         assert len(whole) == 2 and all(x.metadata.annotations["pod-group-name"] == "gang" for x in whole)
-        assert g.bind_requests(ws) == []
-        assert r.podgroup_reasons(ws) == []
+        assert sp.started("gang") == [] and sp.held_back("gang") == [] and sp.units("gang") == 2
+        assert sp.extras("non_preemptible_stays_within_quota") == {"podgroup_reasons": []}
+        assert sp.gang_unit("gang") == {"kind": "PodGroup", "name": "gang", "members": 2}
         # Bind one whole-GPU pod as a scheduler would; it now counts against the node.
         kube.core.create_namespaced_binding(ws.ns, {"metadata": {"name": "gang-0"},
                                                     "target": {"kind": "Node", "name": "gpu-1"}},
                                          _preload_content=False)
+        assert sp.started("gang") == ["pod gang-0 on gpu-1"]
+        assert [x.metadata.name for x in sp.scheduled("gang")] == ["gang-0"]
         assert gpu_inventory.free_gpus(kube) == {"gpu-1": 7}
         # A fraction pod in GPU group g1, and the reservation pod that reports the GPU's id.
         ws.create(kai_pods.pod(p, "frac", q, group="frac", fraction=0.25))
@@ -190,12 +193,10 @@ def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
         assert placed["gang-0"].gpus == 1
         assert gpu_inventory.free_gpus(kube) == {"gpu-1": 6}  # the reservation pod holds one device
         # A Job body as job_with_batch_min_member builds it is accepted.
-        job = kube.batch.create_namespaced_job(ws.ns, gang.job_body(p, "j", q, "gpu-1", 2))
+        job = kube.batch.create_namespaced_job(ws.ns, kai_adapter.job_body(p, "j", q, "gpu-1", 2))
         assert job.metadata.annotations["kai.scheduler/batch-min-member"] == "2"
         # KAI's binder releases the shared GPU (cleanup waits for that); here the test does.
         kube.core.delete_namespaced_pod("gpu-reservation-1", p.reservation_namespace, grace_period_seconds=0)
     assert "cleanup_problems" not in res.details, res.details
     kube.core.delete_node("gpu-1")
-    g.kube.close()
-    r.kube.close()
     kube.close()
