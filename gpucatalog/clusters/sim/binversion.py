@@ -10,7 +10,9 @@ which ``go build`` stamps from the checkout's tag), else ``unknown``.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import shlex
 from pathlib import Path
 
 from gpucatalog.core import errors, executor
@@ -67,8 +69,29 @@ def go_build_info(path: Path) -> dict[str, str]:
         elif parts[0] == "mod" and len(parts) > 2:
             out["mod"] = parts[2]
         elif parts[0] == "build" and len(parts) > 1 and parts[1].startswith("-ldflags="):
-            for m in re.finditer(r"-X[= ]'?([^=' ]+)=([^' ]*)", parts[1]):
-                out[f"x:{m.group(1)}"] = m.group(2)
+            out.update(_x_flags(parts[1][len("-ldflags="):]))
+    return out
+
+
+def _x_flags(value: str) -> dict[str, str]:
+    """``-X name=value`` link flags of a build-info ``-ldflags`` value, as ``x:name``. Go quotes
+    the value when it holds spaces (``-ldflags="-X a=1 -X b=2"``), and KAI's build quotes each
+    flag again inside (``-X 'a=1'``)."""
+    if value.startswith('"'):
+        try:
+            value = str(json.loads(value))
+        except ValueError:
+            value = value.strip('"')
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = value.split()
+    out = {}
+    for i, word in enumerate(words):
+        setting = word[3:] if word.startswith("-X=") else (words[i + 1] if word == "-X" and i + 1 < len(words) else "")
+        name, sep, val = setting.partition("=")
+        if sep and name:
+            out[f"x:{name}"] = val
     return out
 
 

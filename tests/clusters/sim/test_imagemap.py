@@ -128,3 +128,14 @@ def test_go_binaries_report_their_version_from_build_info() -> None:
     assert info["go"].startswith("go1.") and info["path"].endswith("cmd/kubectl")
     assert binversion.reported_version(kubectl) == build.versions()["kubectl"]
     assert binversion.reported_version(Path(sys.executable)) == "unknown"
+
+
+@pytest.mark.parametrize(("ldflags", "want"), [
+    # go quotes a value with spaces; the old reader kept the closing quote ('v0.16.8"')
+    ('"-X github.com/k/s/pkg/scheduler/version.gitVersion=v0.16.8"', "v0.16.8"),
+    ("\"-s -w -X 'k/version.gitCommit=abc' -X 'k/version.gitVersion=v0.17.0'\"", "v0.17.0"),
+    ("-X=k/version.gitVersion=v1.2.3", "v1.2.3"),
+])
+def test_link_flags_are_read_as_go_quotes_them(ldflags: str, want: str) -> None:
+    flags = binversion._x_flags(ldflags)
+    assert binversion._from_go(flags) == want
