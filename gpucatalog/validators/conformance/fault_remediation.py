@@ -5,7 +5,10 @@ Talks only to the Kubernetes API plus the fault-injection callable the runner pa
 ``ctx.params["inject_fault"]`` — ``inject_fault(node, kind, **kw)`` with kinds ``xid`` (``code``,
 ``gpu``), ``row-remap-pending``, ``row-remap-failure``, ``pcie-downgrade`` (``gpu``: that GPU
 busy on a narrowed link), ``ib-rate`` and ``clear`` (on the sim cluster:
-``SimCluster.inject_fault`` / ``catalog cluster inject-fault``). Other params:
+``SimCluster.inject_fault`` / ``catalog cluster inject-fault``; elsewhere, with ``catalog certify
+--inject-faults``, :mod:`pod_injector`, which writes XIDs only and reports the other kinds as not
+run). A case whose fault cannot be injected is not run, which leaves the suite incomplete, never
+passed. Other params:
 ``gpu_health_namespace`` (default ``gpu-health``), ``node_selector`` (GPU nodes, default
 ``nvidia.com/gpu.present=true``), ``idle_observe_s`` (how long an idle node is watched, default
 12: several agent cycles; a real cluster's 10 s agent interval wants 60). The observable contract it checks (label, annotations,
@@ -132,9 +135,9 @@ def case_xid79_full_cycle(env: remediation_env.Env, res: base.CaseResult) -> Non
     _workload(env, ns, node, other)
     steps: dict[str, str] = {}
     t0 = time.time()
-    steps["injected"] = rc.now_iso()
-    env.inject(node, "xid", code=79, gpu=2)
     try:
+        steps["injected"] = rc.now_iso()
+        env.inject(node, "xid", code=79, gpu=2)  # inside the try: the workload goes when it cannot run
         env.wait_node(node, "GpuXidError=True naming XID 79", lambda n: (
             rc.condition(n, "GpuXidError").get("status") == "True"
             and "XID 79" in rc.condition(n, "GpuXidError").get("message", "")), 60)
