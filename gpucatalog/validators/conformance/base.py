@@ -181,7 +181,8 @@ def run_cases(name: str, ctx: SuiteContext, cases: list[tuple[str, Case]]) -> Su
                 res.reason = _reason(exc)
             else:
                 res.result = "skipped"
-                res.reason = f"not run: {exc}"
+                # the first reason when a cleanup could not run either (clearing a fault never injected)
+                res.reason = f"not run: {first if isinstance(first, CaseNotRun) else exc}"
         except CASE_ERRORS as exc:
             res.result = "failed"
             res.reason = _reason(exc)

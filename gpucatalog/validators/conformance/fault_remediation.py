@@ -102,7 +102,7 @@ def case_busy_narrowed_link_quarantined(env: remediation_env.Env, res: base.Case
         res.details.update({"node": node, "detected_after_s": round(detected - t0, 2),
                             "quarantined_after_s": round(time.time() - t0, 2), "message": msg[:300]})
     finally:
-        env.clear(node)
+        env.cleanup(node)
         env.release(node)
 
 
@@ -180,7 +180,7 @@ def case_xid79_full_cycle(env: remediation_env.Env, res: base.CaseResult) -> Non
                             "fault_to_back_in_service_s": round(time.time() - t0, 2)})
     finally:
         k.request("DELETE", f"/api/v1/namespaces/{ns}", ok404=True)
-        env.clear(node)
+        env.cleanup(node)
         env.release(node)
 
 
@@ -206,7 +206,7 @@ def case_application_xid_event_only(env: remediation_env.Env, res: base.CaseResu
         base.holds(f"{node} untouched", untouched, env.ctx.scaled(8))  # several controller passes
         res.details["node"] = node
     finally:
-        env.clear(node)
+        env.cleanup(node)
 
 
 def _repair_path(env: remediation_env.Env, res: base.CaseResult, kind: str, want_action: str, node: str) -> dict[str, Any]:
@@ -227,7 +227,7 @@ def case_pending_remap_gpu_reset(env: remediation_env.Env, res: base.CaseResult)
         res.details["back_in_service_s"] = round(time.time() - info["t0"], 2)
         res.details["controller_timeline"] = rc.timeline(env.node(node))
     finally:
-        env.clear(node)
+        env.cleanup(node)
         env.release(node)
 
 
@@ -249,7 +249,7 @@ def case_failed_remap_hardware_repair(env: remediation_env.Env, res: base.CaseRe
         env.wait_node(node, "released after resolution", lambda n: rc.state(n) == "healthy" and not rc.cordoned(n), 120)
         res.details["released_after_resolution"] = True
     finally:
-        env.clear(node)
+        env.cleanup(node)
         env.release(node)
 
 
@@ -267,7 +267,7 @@ def case_ib_half_rate(env: remediation_env.Env, res: base.CaseResult) -> None:
                       lambda n: rc.annots(n).get(rc.CORDONED_BY) == "gpu-health", 30)
         res.details["quarantined"] = True
     finally:
-        env.clear(node)
+        env.cleanup(node)
         env.release(node)
 
 
@@ -297,7 +297,7 @@ def case_breaker_caps_quarantines(env: remediation_env.Env, res: base.CaseResult
             raise base.CaseFailed(f"breaker {data.get('status')}, refused {refused}")
     finally:
         for node in targets:
-            env.clear(node)
+            env.cleanup(node)
         for node in targets:
             env.release(node)
         env.reset_breaker()
@@ -320,7 +320,7 @@ def case_manual_cordon_respected(env: remediation_env.Env, res: base.CaseResult)
             raise base.CaseFailed(f"manually cordoned node was touched: state={rc.state(n)} cordoned={rc.cordoned(n)}")
         res.details["stayed_cordoned"] = True
     finally:
-        env.clear(node)
+        env.cleanup(node)
         env.patch_node(node, {"spec": {"unschedulable": False}})
 
 
@@ -345,7 +345,13 @@ def run(ctx: base.SuiteContext) -> base.SuiteResult:
         def case(c: base.SuiteContext, res: base.CaseResult) -> None:
             if "env" not in holder:
                 holder["env"] = remediation_env.Env(c)
-            fn(holder["env"], res)
+            env = holder["env"]
+            env.left_behind.clear()
+            fn(env, res)
+            if env.left_behind:
+                # its checks held, but a fault it injected stays on a node until that node's repair
+                raise base.CaseNotRun("a synthetic fault could not be cleared without the node's repair: "
+                                      + "; ".join(env.left_behind.values()))
         return case
 
     return base.run_cases(NAME, ctx, [(name, bind(fn)) for name, fn in CASES])

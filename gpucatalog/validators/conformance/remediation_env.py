@@ -32,7 +32,9 @@ class Env:
         inj = ctx.params.get("inject_fault")
         # without an injector the cases that need a fault are not run (the suite is incomplete);
         # the others (agents report, idle GPUs) still run
-        self.inject: Injector = inj if callable(inj) else no_injection
+        self._inject: Injector = inj if callable(inj) else no_injection
+        self._injected: set[str] = set()  # nodes with a fault this suite injected and has not cleared
+        self.left_behind: dict[str, str] = {}  # node -> why its fault could not be cleared (a case's cleanup)
         self.ctx = ctx
         self.kube = kube_client.Kube(ctx.kubeconfig)
         self.ns = str(ctx.params.get("gpu_health_namespace", "gpu-health"))
@@ -94,8 +96,27 @@ class Env:
                 cleared.append(name)
         return cleared
 
+    def inject(self, node: str, kind: str, **kw: Any) -> Any:
+        """Inject a fault (CaseNotRun where this run's injector cannot)."""
+        out = self._inject(node, kind, **kw)
+        self._injected.add(node)
+        return out
+
     def clear(self, node: str) -> None:
-        self.inject(node, "clear")
+        """Clear the faults injected on ``node``, as a case's next step needs (CaseNotRun where the
+        injector cannot: a real node's kernel log keeps a synthetic XID until the node's repair).
+        Nothing to do for a node nothing was injected on."""
+        if node in self._injected:
+            self._inject(node, "clear")
+            self._injected.discard(node)
+
+    def cleanup(self, node: str) -> None:
+        """``clear`` in a case's ``finally``: a fault that cannot be cleared is recorded in
+        ``left_behind`` (the suite reports the case not run) and the rest of the cleanup goes on."""
+        try:
+            self.clear(node)
+        except base.CaseNotRun as exc:
+            self.left_behind[node] = str(exc)
 
     def release(self, node: str, timeout: float = 180) -> None:
         """Wait until ``node`` is back in service, resolving it as a technician would when
