@@ -39,10 +39,15 @@ class NotClearable(GpuHealthError):
     """A synthetic XID is still active in a kernel log that cannot be edited (exit 2)."""
 
 
-def message(pci_bus_id: str, code: int) -> str:
-    """The kernel message of a synthetic XID for the GPU at ``pci_bus_id`` (``0000:3b:00``)."""
+def message(pci_bus_id: str, code: int, token: str | None = None) -> str:
+    """The kernel message of a synthetic XID for the GPU at ``pci_bus_id`` (``0000:3b:00``).
+
+    ``token`` (default: random) makes each injection its own line, as a real fault's pid does:
+    the agent reports one Event per distinct line, so a repeated injection is seen again."""
+    token = token or os.urandom(4).hex()
     return (f"NVRM: Xid (PCI:{pci_bus_id}): {code}, pid='<unknown>', name={MARKER}, "
-            f"synthetic XID {code} written by gpu-health inject-xid (a test fault, not a hardware error)")
+            f"synthetic XID {code} written by gpu-health inject-xid (a test fault, not a hardware error; "
+            f"injection {token})")
 
 
 def gpu_bus_id(smi: parse_nvsmi.SmiReading, index: int) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import tty
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,15 @@ def test_clear_removes_only_the_synthetic_records_in_place(sim_node: SimNode) ->
     assert main.main(_args(sim_node, "--clear")) == 0  # nothing left: still fine
 
 
+def test_each_injection_is_its_own_line(sim_node: SimNode) -> None:
+    """The agent reports one Event per distinct line: the same XID injected twice on one GPU (a
+    second certification on a kept cluster) must be seen again, as a real fault's new pid is."""
+    assert main.main(_args(sim_node, "--code", "13", "--gpu", "1")) == 0
+    assert main.main(_args(sim_node, "--code", "13", "--gpu", "1")) == 0
+    first, second = [x.raw for x in _xids(sim_node)]
+    assert first != second
+
+
 @pytest.fixture
 def chardev() -> Iterator[tuple[int, Path]]:
     """A character device to write to and read from: a pseudo-terminal in raw mode (no echo,
@@ -103,8 +113,9 @@ def test_a_character_device_gets_one_prefixed_write(sim_node: SimNode, chardev: 
     assert main.main(_args(sim_node, "--code", "79", "--gpu", "2", kmsg=dev)) == 0
     assert json.loads(capsys.readouterr().out)["device"] is True
     got = os.read(master, 4096)
-    assert got == (f"<4>NVRM: Xid (PCI:{GPU2_PCI}): 79, pid='<unknown>', name=gpu-catalog-inject, synthetic XID 79 "
-                   "written by gpu-health inject-xid (a test fault, not a hardware error)\n").encode()
+    assert re.fullmatch(rf"<4>NVRM: Xid \(PCI:{GPU2_PCI}\): 79, pid='<unknown>', name=gpu-catalog-inject, synthetic "
+                        r"XID 79 written by gpu-health inject-xid \(a test fault, not a hardware error; injection "
+                        r"[0-9a-f]{8}\)\n", got.decode())
     assert parse_kmsg.parse(got.decode()[3:]).xids[0].pci == GPU2_PCI
 
 

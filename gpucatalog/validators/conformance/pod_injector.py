@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -162,6 +163,7 @@ class PodInjector:
         self.agent = agent
         self.timeout_s = timeout_s
         self._sa_ready = False
+        self._sa_lock = threading.Lock()  # a suite may inject on several nodes at once
         self.runs: list[dict[str, Any]] = []  # every pod run: node, args, exit code, what it printed
 
     # -- the callables suites take ---------------------------------------------------------------
@@ -186,21 +188,31 @@ class PodInjector:
         return f"{node}: {out.strip()}"
 
     def close(self) -> None:
-        """Remove the ServiceAccount this injector made (its pods are gone already)."""
+        """Remove the ServiceAccount and PodDisruptionBudget this injector made (its pods are gone already)."""
         if self._sa_ready:
-            self.kube.request("DELETE", f"/api/v1/namespaces/{self.agent.namespace}/serviceaccounts/{SERVICE_ACCOUNT}",
+            ns = self.agent.namespace
+            self.kube.request("DELETE", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{SERVICE_ACCOUNT}",
                               ok404=True)
+            self.kube.request("DELETE", f"/api/v1/namespaces/{ns}/serviceaccounts/{SERVICE_ACCOUNT}", ok404=True)
             self._sa_ready = False
         self.kube.close()
 
     def _ensure_service_account(self) -> None:
-        if self._sa_ready:
-            return
-        path = f"/api/v1/namespaces/{self.agent.namespace}/serviceaccounts"
-        if not self.kube.request("GET", f"{path}/{SERVICE_ACCOUNT}", ok404=True):
-            self.kube.request("POST", path, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
-                "name": SERVICE_ACCOUNT, "labels": dict(LABELS)}, "automountServiceAccountToken": False})
-        self._sa_ready = True
+        with self._sa_lock:
+            if self._sa_ready:
+                return
+            path = f"/api/v1/namespaces/{self.agent.namespace}/serviceaccounts"
+            if not self.kube.request("GET", f"{path}/{SERVICE_ACCOUNT}", ok404=True):
+                self.kube.request("POST", path, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
+                    "name": SERVICE_ACCOUNT, "labels": dict(LABELS)}, "automountServiceAccountToken": False})
+            # a node drained for the very fault a pod just wrote (gpu-health, kubectl drain) must not
+            # evict that pod before it has finished: no voluntary disruption of injector pods
+            pdbs = f"/apis/policy/v1/namespaces/{self.agent.namespace}/poddisruptionbudgets"
+            if not self.kube.request("GET", f"{pdbs}/{SERVICE_ACCOUNT}", ok404=True):
+                self.kube.request("POST", pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {
+                    "name": SERVICE_ACCOUNT, "labels": dict(LABELS)}, "spec": {
+                    "maxUnavailable": 0, "selector": {"matchLabels": dict(LABELS)}}})
+            self._sa_ready = True
 
     def _run(self, node: str, extra_args: list[str], what: str) -> tuple[int, str]:
         """Create the pod, wait for it to finish, read what it printed, delete it: (exit code, output)."""
@@ -210,12 +222,14 @@ class PodInjector:
         created = self.kube.request("POST", f"/api/v1/namespaces/{ns}/pods", body)
         name = created["metadata"]["name"]
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
+        t0 = time.monotonic()
         try:
             term = self._wait_terminated(path, node)
             out = self._output(ns, name) or str(term.get("message") or "")
             rc = int(term.get("exitCode", -1))
             self.runs.append({"node": node, "pod": name, "args": body["spec"]["containers"][0]["args"],
-                              "exitCode": rc, "output": out.strip()[-400:]})
+                              "exitCode": rc, "output": out.strip()[-400:],
+                              "seconds": round(time.monotonic() - t0, 2)})
             return rc, out
         finally:
             self.kube.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
@@ -228,7 +242,10 @@ class PodInjector:
         deadline = time.monotonic() + self.timeout_s
         last: dict[str, Any] = {}
         while time.monotonic() < deadline:
-            pod = self.kube.request("GET", path)
+            pod = self.kube.request("GET", path, ok404=True)
+            if not pod:
+                raise base.CaseFailed(f"the fault injector pod on {node} was deleted before it finished "
+                                      f"(last seen: {json.dumps({k: last.get(k) for k in ('phase', 'reason')})})")
             last = pod.get("status") or {}
             for cs in last.get("containerStatuses") or []:
                 state = cs.get("state") or {}
