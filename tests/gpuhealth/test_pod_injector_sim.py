@@ -115,3 +115,41 @@ def test_xid_cases_pass_through_the_pod_injector_and_driver_cases_are_not_run(gp
     written = [r for r in inj.runs if "--code" in r["args"]]
     assert written and all(r["exitCode"] == 0 and "name=gpu-catalog-inject" in r["output"] for r in written)
     assert {r["args"][r["args"].index("--code") + 1] for r in written} == {"79", "13", "43"}
+
+
+def _controller_breaker_share(cluster: Any, share: str) -> None:
+    """Roll gpu-health's controller out with ``--breaker-max-share=share`` and wait for it."""
+    kube = kube_client.Kube(cluster.kubeconfig())
+    path = f"/apis/apps/v1/namespaces/{GPU_HEALTH_NAMESPACE}/deployments/gpu-health-controller"
+    dep = kube.request("GET", path)
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    c["args"] = [a for a in c["args"] if not a.startswith("--breaker-max-share=")] + [f"--breaker-max-share={share}"]
+    gen = kube.request("PUT", path, dep)["metadata"]["generation"]
+
+    def rolled_out() -> bool:
+        d = kube.request("GET", path)
+        st, want = d.get("status") or {}, d["spec"]["replicas"]
+        pods = kube.request("GET", f"/api/v1/namespaces/{GPU_HEALTH_NAMESPACE}/pods", query={
+            "labelSelector": "app.kubernetes.io/component=controller"})["items"]
+        return (st.get("observedGeneration", 0) >= gen and st.get("updatedReplicas") == want
+                and st.get("availableReplicas") == want and len(pods) == want)
+
+    base.wait_for(f"gpu-health's controller rolled out with --breaker-max-share={share}", rolled_out, 180)
+
+
+@pytest.mark.timeout(900)
+def test_the_breaker_case_fails_when_the_breaker_lets_every_fault_through(gpu_health_cluster: Any) -> None:
+    """The breaker case as the pod injector runs it (faults together, quarantines counted as
+    seen) can fail: a controller whose breaker allows every node (max share 1) quarantines all
+    the faulty nodes and never trips."""
+    inj = pod_injector.PodInjector(gpu_health_cluster.kubeconfig(), _installed_agent(gpu_health_cluster))
+    env = remediation_env.Env(_ctx(gpu_health_cluster, [], inject_fault=inj.inject_fault, clear_fault=inj.clear_fault))
+    _controller_breaker_share(gpu_health_cluster, "1")
+    res = base.CaseResult("breaker", "passed")
+    try:
+        with pytest.raises(base.CaseFailed, match="breaker CLOSED"):
+            fault_remediation.case_breaker_caps_quarantines(env, res)
+    finally:
+        inj.close()
+        _controller_breaker_share(gpu_health_cluster, "0.25")
+    assert res.details["quarantined"] == res.details["faulty"] == 5 and res.details["refused"] == 0
