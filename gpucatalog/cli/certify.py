@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "catalog certify gpu-scheduling --cluster sim --suite fault_remediation --json",
             "catalog certify slurm@0.1.0 --cluster kubeconfig=~/.kube/gpu --profile h100-8x --evidence ev",
             "catalog certify gpu-scheduling --cluster sim --image-map kai-images.yaml --evidence out/evidence",
+            "catalog certify gpu-scheduling --cluster kubeconfig=~/.kube/gpu --profile h100-8x --inject-faults",
         ],
     )
     p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
@@ -40,6 +41,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--image-map", type=Path, metavar="FILE",
                    help="sim only: an image-map overlay mapping images to executables on this host (bring your own "
                         "binaries, e.g. KAI's; see docs/kai.md); default $GPU_CATALOG_IMAGE_MAP")
+    p.add_argument("--inject-faults", nargs="?", const="auto", choices=["auto", "pod"], metavar="auto|pod",
+                   help="opt in to synthetic faults on a cluster without its own fault injection: a privileged pod "
+                        "writes XID lines into a node's kernel log where gpu-health's agent reads them (the evidence "
+                        "says so; other fault kinds stay not run). Without it such a cluster's fault cases are not "
+                        "run (incomplete). =pod uses the pod injector on the sim too (see docs/fault-injection.md)")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         keep_cluster=args.keep_cluster,
         ready_timeout_s=args.ready_timeout,
         image_map=args.image_map,
+        inject_faults=args.inject_faults,
     )
     outcome = certify.run(cat, opts, say=lambda m: print(m, file=sys.stderr))
     if args.json:

@@ -8,10 +8,11 @@ Shipped as its own image (``Dockerfile.gpu-health``) through ``charts/gpu-health
 * remediation decisions (pure): :mod:`engine`, :mod:`breaker`, :mod:`leader` (``next_spec``)
 * I/O: :mod:`probes`, :mod:`hostexec`, :mod:`kube`, :mod:`agent`, :mod:`controller`, :mod:`health`,
   :mod:`actuator`, :mod:`slurm`; entry point :mod:`main`
+* tests only: :mod:`inject` (``gpu-health inject-xid``: synthetic XID lines for conformance runs)
 """
 
 __all__ = [
     "actuator", "agent", "breaker", "checks", "conditions", "controller", "engine", "errors", "findings",
-    "health", "hostexec", "kube", "leader", "main", "parse_ib", "parse_kmsg", "parse_nvlink", "parse_nvsmi", "pci", "pcie",
+    "health", "hostexec", "inject", "kube", "leader", "main", "parse_ib", "parse_kmsg", "parse_nvlink", "parse_nvsmi", "pci", "pcie",
     "probes", "slurm", "xidpolicy",
 ]

@@ -1,5 +1,5 @@
 """Entry point of the gpu-health image: ``python3 -m gpucatalog.gpuhealth.main agent|controller|
-verify|breaker-reset [flags]`` (console script ``gpu-health``).
+verify|breaker-reset|inject-xid [flags]`` (console script ``gpu-health``).
 
 Precedence: flags > ``GPU_HEALTH_*`` / downward-API environment > node labels > defaults.
 Exit codes: 0 ok, 1 ``verify`` found a fault, 2 bad flags or configuration.
@@ -11,6 +11,7 @@ Examples::
     gpu-health controller --namespace gpu-health --breaker-max-share 0.25 --dry-run
     gpu-health verify --host-root /host --expect-gpus 8
     gpu-health breaker-reset --namespace gpu-health
+    gpu-health inject-xid --host-root /host --code 79 --gpu 2     (a synthetic XID, for tests)
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ from gpucatalog.gpuhealth import (
     controller,
     engine,
     health,
+    inject,
     kube,
     pcie,
     probes,
     slurm,
 )
-from gpucatalog.gpuhealth.errors import ConfigError, GpuHealthError, RemediationError
+from gpucatalog.gpuhealth.errors import ConfigError, GpuHealthError, ProbeError, RemediationError
 from gpucatalog.gpuhealth.findings import DEFAULT_REASON_ACTIONS, Expectations
 from gpucatalog.gpuhealth.xidpolicy import Action, XidPolicy
 
@@ -233,6 +235,33 @@ def cmd_breaker_reset(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inject_xid(a: argparse.Namespace) -> int:
+    """One synthetic XID line into the kernel log (or, with --clear, the synthetic lines out)."""
+    cfg = probe_config(a)
+    if a.clear:
+        try:
+            uuids = {g.pci_bus_id: g.uuid for g in probes.read_smi(cfg).gpus}
+        except ProbeError:
+            uuids = {}  # nvidia-smi is only a help here: the kernel log's own lines name GPUs too
+        try:
+            print(inject.clear(cfg.kmsg_path, uuids))
+        except inject.NotClearable as exc:
+            print(f"gpu-health: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if a.code is None or a.gpu is None:
+        raise ConfigError("inject-xid needs --code and --gpu (or --clear)")
+    if a.code <= 0:
+        raise ConfigError(f"--code {a.code}: an XID is a positive number, e.g. 79")
+    try:
+        smi = probes.read_smi(cfg)
+    except ProbeError as exc:
+        raise ConfigError(f"cannot resolve --gpu {a.gpu} to its PCI bus id: {exc}") from exc
+    written = inject.write(cfg.kmsg_path, inject.message(inject.gpu_bus_id(smi, a.gpu), a.code))
+    print(json.dumps({"kmsg": str(written.path), "device": written.device, "record": written.record}))
+    return 0
+
+
 def add_health_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--health-addr", default=_env("GPU_HEALTH_HEALTH_ADDR", ""),
                    help="serve /healthz and /readyz on HOST:PORT (the chart: the pod IP); default: off")
@@ -297,6 +326,18 @@ def parser() -> argparse.ArgumentParser:
     br.add_argument("--namespace", default=_env("POD_NAMESPACE"), required=_env("POD_NAMESPACE") is None)
     br.add_argument("--breaker-configmap", default="gpu-health-breaker")
     br.set_defaults(fn=cmd_breaker_reset)
+
+    ij = sub.add_parser("inject-xid", help="write one synthetic XID line into the node's kernel log (tests only)",
+                        description="example: gpu-health inject-xid --host-root /host --code 79 --gpu 2\n"
+                                    "The line names process gpu-catalog-inject and says it is synthetic; the GPU's "
+                                    "PCI bus id comes from nvidia-smi, as the agent reads it. --clear removes "
+                                    "such lines from a regular file (the sim); a real kernel log keeps them until "
+                                    "the node's repair (exit 2 while one is active).")
+    add_probe_flags(ij)
+    ij.add_argument("--code", type=int, help="the XID number, e.g. 79")
+    ij.add_argument("--gpu", type=int, help="the GPU index, as nvidia-smi lists it")
+    ij.add_argument("--clear", action="store_true", help="take the synthetic XID lines back out")
+    ij.set_defaults(fn=cmd_inject_xid)
     return p
 
 

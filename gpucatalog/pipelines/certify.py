@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from gpucatalog.catalog import install, model, render
 from gpucatalog.clusters import provider as providers
 from gpucatalog.core import errors
-from gpucatalog.pipelines import cluster_facts, evidence, keys, logscan
+from gpucatalog.pipelines import cluster_facts, evidence, fault_injection, keys, logscan
 from gpucatalog.toolchain import build
 from gpucatalog.validators import bundle_checks
 from gpucatalog.validators.conformance import SUITES, base
@@ -39,6 +39,9 @@ class Options:
     install_timeout_s: int = 300
     ready_timeout_s: int = 180  # for the cluster's API server and nodes, and for each component's readiness gate
     image_map: Path | None = None  # an image-map overlay for the sim (bring-your-own binaries)
+    # None: the provider's own fault injector, if any; "auto": that, else the pod injector;
+    # "pod": the pod injector everywhere (see pipelines.fault_injection)
+    inject_faults: str | None = None
 
 
 @dataclass
@@ -121,18 +124,6 @@ def _static_suite(findings: list[errors.Finding], seconds: float) -> base.SuiteR
 def _failed_step(name: str, reason: str, seconds: float) -> base.SuiteResult:
     case = base.CaseResult(name=name, result="failed", reason=reason, seconds=seconds)
     return base.SuiteResult(name=name, cases=[case], seconds=seconds, started=time.time() - seconds)
-
-
-# Suites that cannot run without a provider capability beyond the kubeconfig: checked before any
-# cluster starts, so asking for one on a provider without it is bad input (exit 2), not a failed run.
-SUITE_NEEDS: dict[str, type] = {"fault_remediation": providers.InjectsFaults}
-
-
-def _check_suite_needs(prov: providers.ClusterProvider, kind: str, suite_names: list[str]) -> None:
-    for name in suite_names:
-        need = SUITE_NEEDS.get(name)
-        if need is not None and not isinstance(prov, need):
-            raise providers.missing(need, kind=kind, needed_by=f"suite {name!r}", field="--suite")
 
 
 def _use_image_map(prov: providers.ClusterProvider, kind: str, path: Path | None) -> None:
@@ -250,10 +241,13 @@ def _on_cluster(
     prov = providers.get(kind, opts.cluster_name, kubeconfig=kubeconfig_path)
     if not prov.available():
         raise errors.InputError(f"cluster provider {kind!r} cannot run here: {providers.unavailable_reason(prov)}", field="--cluster")
-    _check_suite_needs(prov, kind, suite_names)
+    # Suites that need faults run on any provider: without an injector (the provider's own, or the
+    # pod injector opted into with --inject-faults) their fault cases are not run (incomplete).
+    agent = fault_injection.check(rb, prov, opts.inject_faults)
     _use_image_map(prov, kind, opts.image_map)
     results: list[base.SuiteResult] = []
     started_cluster = installing = False
+    faults = fault_injection.Choice("none")
     t0 = time.monotonic()
     try:
         if kind == "kubeconfig":
@@ -296,8 +290,9 @@ def _on_cluster(
         info["live"], info["simulated"] = cluster_facts.live_and_simulated(prov)
         results += _mapped_images(prov, info)
         params: dict[str, Any] = {"bundle_values": {c.name: c.values for c in rb.components}}
-        if isinstance(prov, providers.InjectsFaults):
-            params.update(inject_fault=prov.inject_fault, clear_fault=prov.clear_fault)
+        faults = fault_injection.choose(prov, opts.inject_faults, agent, kubeconfig)
+        faults.record(info)
+        params.update(faults.params)
         endpoints = cluster_facts.endpoints(prov)
         for name in suite_names:
             say(f"suite {name}")
@@ -308,6 +303,7 @@ def _on_cluster(
             results.append(suite.run(ctx))
         return results
     finally:
+        faults.finish(info, say)
         if installing:
             _scan_logs(rb, kubeconfig, opts, results, say)
         failed = any(r.result == "failed" for r in results)

@@ -73,3 +73,12 @@ def test_report_screenshot(tmp_path: Path, suites: list[base.SuiteResult], ci_ke
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1280, 1600)
     assert len(data) > 30_000  # a blank page compresses to a few KB; the report's pictures do not
+
+
+def test_report_says_where_the_faults_came_from() -> None:
+    statement = _statement([])
+    statement["predicate"]["cluster"] = {**sample.CLUSTER, "faultInjection": "pod",
+                                         "faultInjectionNote": "synthetic faults: <a privileged pod>",
+                                         "faultInjectionPods": [{"node": "n"}, {"node": "m"}]}
+    html = report.render(statement)
+    assert "<td>faults</td><td>pod: synthetic faults: &lt;a privileged pod&gt; (2 injector pods)</td>" in html

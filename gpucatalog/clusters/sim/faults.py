@@ -56,11 +56,11 @@ XID_TEXT = {
 _RATE = re.compile(r"^(?P<gbps>[\d.]+) Gb/sec \((?P<width>\d+)X (?P<speed>\w+)\)$")
 
 
-def xid_line(bus_id: str, code: int, gpu: int, link: int = 0) -> str:
+def xid_line(bus_id: str, code: int, gpu: int, link: int = 0, pid: int = 4242) -> str:
     """The kernel message of an XID, as the NVIDIA driver prints it."""
     pci = bus_id[4:].rsplit(".", 1)[0].lower()  # 00000000:3B:00.0 -> 0000:3b:00 (kernel style)
     text = XID_TEXT.get(code, "pid={pid}, name=python3, Xid event")
-    return f"NVRM: Xid (PCI:{pci}): {code}, " + text.format(pid=4242, gpu=gpu, link=link)
+    return f"NVRM: Xid (PCI:{pci}): {code}, " + text.format(pid=pid, gpu=gpu, link=link)
 
 
 def append_kmsg(node_dir: Path, hw: dict[str, object], message: str, level: int = 4) -> None:
@@ -130,7 +130,9 @@ def _inject(node_dir: Path, shape: shapes.Shape, kind: str, *, code: int | None,
         if kind == "xid":
             if code is None or code <= 0:
                 raise errors.InputError("--code is required for --kind xid", field="--code", expected="an XID number, e.g. 79")
-            line = xid_line(g["bus_id"], code, gpu, link)
+            # a new process each time, as a real fault's: the agent reports one Event per distinct
+            # line, so the same XID injected again on a kept cluster is a new Event
+            line = xid_line(g["bus_id"], code, gpu, link, pid=4242 + int(str(hw.get("kmsg_seq", 0))))
             append_kmsg(node_dir, hw, line)
             if code == 79:
                 g["fallen_off_bus"] = True

@@ -173,8 +173,16 @@ def run_cases(name: str, ctx: SuiteContext, cases: list[tuple[str, Case]]) -> Su
         try:
             fn(ctx, res)
         except CaseNotRun as exc:
-            res.result = "skipped"
-            res.reason = f"not run: {exc}"
+            first = exc.__context__
+            if isinstance(first, CASE_ERRORS) and not isinstance(first, CaseNotRun):
+                # a cleanup that cannot run here (clearing a fault on a real node) after the case
+                # had already failed: the failure is the result
+                res.result = "failed"
+                res.reason = _reason(exc)
+            else:
+                res.result = "skipped"
+                # the first reason when a cleanup could not run either (clearing a fault never injected)
+                res.reason = f"not run: {first if isinstance(first, CaseNotRun) else exc}"
         except CASE_ERRORS as exc:
             res.result = "failed"
             res.reason = _reason(exc)

@@ -1,5 +1,5 @@
 """What every ``fault_remediation`` case works with: the Kubernetes client, the fault injector
-the runner passed in, the GPU nodes (at least 4), waits on a node's state with the suite's scaled
+the runner passed in (or :func:`no_injection`, which reports each fault case as not run), the GPU nodes (at least 4), waits on a node's state with the suite's scaled
 timeouts, gpu-health's Events and breaker, and putting a node back in service.
 
 Called by ``fault_remediation`` and ``bench/gpuhealth_latency.py``. Talks only to the Kubernetes
@@ -18,14 +18,23 @@ from gpucatalog.validators.conformance import remediation_contract as rc
 Injector = Callable[..., Any]
 
 
+def no_injection(node: str, kind: str, **_kw: Any) -> Any:
+    """The injector of a cluster that offers none: every fault case is not run, saying why."""
+    raise base.CaseNotRun(f"needs a {kind} fault on {node}, and this run injects none: certify with "
+                          "--inject-faults to write synthetic XID lines through a privileged pod on clusters "
+                          "without their own fault injection (docs/fault-injection.md)")
+
+
 class Env:
     """What every case needs: the API, the injector, the GPU nodes and timeouts."""
 
     def __init__(self, ctx: base.SuiteContext) -> None:
         inj = ctx.params.get("inject_fault")
-        if not callable(inj):
-            raise base.CaseFailed("ctx.params['inject_fault'] (a function(node, kind, **kw)) is required")
-        self.inject: Injector = inj
+        # without an injector the cases that need a fault are not run (the suite is incomplete);
+        # the others (agents report, idle GPUs) still run
+        self._inject: Injector = inj if callable(inj) else no_injection
+        self._injected: set[str] = set()  # nodes with a fault this suite injected and has not cleared
+        self.left_behind: dict[str, str] = {}  # node -> why its fault could not be cleared (a case's cleanup)
         self.ctx = ctx
         self.kube = kube_client.Kube(ctx.kubeconfig)
         self.ns = str(ctx.params.get("gpu_health_namespace", "gpu-health"))
@@ -87,8 +96,27 @@ class Env:
                 cleared.append(name)
         return cleared
 
+    def inject(self, node: str, kind: str, **kw: Any) -> Any:
+        """Inject a fault (CaseNotRun where this run's injector cannot)."""
+        out = self._inject(node, kind, **kw)
+        self._injected.add(node)
+        return out
+
     def clear(self, node: str) -> None:
-        self.inject(node, "clear")
+        """Clear the faults injected on ``node``, as a case's next step needs (CaseNotRun where the
+        injector cannot: a real node's kernel log keeps a synthetic XID until the node's repair).
+        Nothing to do for a node nothing was injected on."""
+        if node in self._injected:
+            self._inject(node, "clear")
+            self._injected.discard(node)
+
+    def cleanup(self, node: str) -> None:
+        """``clear`` in a case's ``finally``: a fault that cannot be cleared is recorded in
+        ``left_behind`` (the suite reports the case not run) and the rest of the cleanup goes on."""
+        try:
+            self.clear(node)
+        except base.CaseNotRun as exc:
+            self.left_behind[node] = str(exc)
 
     def release(self, node: str, timeout: float = 180) -> None:
         """Wait until ``node`` is back in service, resolving it as a technician would when

@@ -123,6 +123,10 @@ def test_faults_change_what_probes_read(node_dir: Path) -> None:
     assert line.startswith("4,1,") and "NVRM: Xid (PCI:0000:3a:00): 79, pid=" in line
     assert "GPU has fallen off the bus." in line
     assert len(_gpus(node_dir)) == 7  # the GPU is gone from nvidia-smi
+    faults.inject(node_dir, "xid", code=13, gpu=1)
+    faults.inject(node_dir, "xid", code=13, gpu=1)
+    first, second = (node_dir / "dev/kmsg").read_text().splitlines()[1:]
+    assert first.split(";", 1)[1] != second.split(";", 1)[1]  # a new line (new pid): a new Event on a kept cluster
     faults.inject(node_dir, "row-remap-pending", gpu=1)
     faults.inject(node_dir, "row-remap-failure", gpu=1)
     g1 = _gpus(node_dir)[1]

@@ -90,7 +90,8 @@ def api_server(workdir: Path) -> Iterator[Path]:
             "--tls-private-key-file", workdir / "serving.key", "--token-auth-file", workdir / "tokens.csv",
             "--service-account-key-file", workdir / "sa.pub", "--service-account-signing-key-file",
             workdir / "sa.key", "--service-account-issuer", "https://kubernetes.default.svc",
-            "--authorization-mode", "RBAC", "--service-cluster-ip-range", "10.96.0.0/16"],
+            "--authorization-mode", "RBAC", "--service-cluster-ip-range", "10.96.0.0/16",
+            "--allow-privileged=true"],  # as a real cluster's (and the sim's): the fault injector pod
             log_path=workdir / "apiserver.log"))
         kubeconfig = workdir / "kubeconfig"
         kubeconfig.write_text(

@@ -53,6 +53,24 @@ def test_case_not_run_makes_the_suite_incomplete() -> None:
     assert result.cases[1].result == "skipped" and result.result == "incomplete"
 
 
+def test_a_cleanup_that_cannot_run_does_not_turn_a_failure_into_not_run() -> None:
+    """The pod injector cannot clear a synthetic XID on a real node (CaseNotRun) in a case's
+    ``finally``: when the case had already failed, it stays failed with its own reason."""
+    def case(_c: base.SuiteContext, _r: base.CaseResult) -> None:
+        try:
+            raise base.WaitTimeout("timed out after 60s waiting for gpu-3: GpuXidError=True naming XID 79")
+        finally:
+            raise base.CaseNotRun("gpu-3: the synthetic XID cannot be cleared without the node's repair")
+
+    def only_cleanup(_c: base.SuiteContext, _r: base.CaseResult) -> None:
+        raise base.CaseNotRun("gpu-3: the synthetic XID cannot be cleared without the node's repair")
+
+    failed, skipped = _run(("c", case), ("d", only_cleanup)).cases
+    assert failed.result == "failed" and failed.reason.startswith("timed out after 60s waiting for gpu-3")
+    assert "then, while cleaning up: gpu-3: the synthetic XID cannot be cleared" in failed.reason
+    assert skipped.result == "skipped" and skipped.reason.startswith("not run: gpu-3")
+
+
 def test_old_events_do_not_satisfy_a_new_wait() -> None:
     def at(t: float) -> str:
         return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
