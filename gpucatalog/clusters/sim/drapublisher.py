@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""))
     ap.add_argument("--mode", default=os.environ.get("GPU_SHARING_MODE", "exclusive"), choices=dra.MODES)
     ap.add_argument("--driver-root", type=Path, default=Path(os.environ.get("NVIDIA_DRIVER_ROOT", "/driver-root")))
-    ap.add_argument("--interval", type=float, default=2.0, help="seconds between reconciliations")
+    ap.add_argument("--interval", type=float, default=float(os.environ.get("PUBLISH_INTERVAL_SECONDS", "2")),
+                    help="seconds between reconciliations")
     args = ap.parse_args(argv)
     if not args.node_name:
         ap.error("--node-name (or $NODE_NAME) is required")
