@@ -138,6 +138,46 @@ def test_oversized_and_bad_claim_cases_fail_on_a_cluster_that_lacks_or_adds_clas
     finally:
         drv.api.delete_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", dra_bad_claims.MISSING_CLASS)
     # without the gpu.nvidia.com class the scheduler's reason is another one: the case says so
+    gpu_class = drv.api.get_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", "gpu.nvidia.com")
     drv.api.delete_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", "gpu.nvidia.com")
-    r = _run(suite.oversized_claim_never_schedules, ctx)
-    assert r.result == "failed" and "without the scheduler's claim reason" in r.reason, r.reason
+    try:
+        r = _run(suite.oversized_claim_never_schedules, ctx)
+        assert r.result == "failed" and "without the scheduler's claim reason" in r.reason, r.reason
+    finally:
+        gpu_class["metadata"] = {"name": "gpu.nvidia.com"}
+        drv.api.create_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", gpu_class)
+
+
+def test_publisher_process_killed_leaves_its_slices_and_cases_still_run(cluster: SimCluster, tmp_path: Path) -> None:
+    import signal
+    import sys
+    import time
+
+    drv = Driver(cluster)
+    node = drv.nodes[0]
+    for n in drv.nodes:  # start from no slices: the process publishes its node's
+        for o in drv.api.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices",
+                                                    label_selector=f"{drapublisher.NODE_LABEL}={n}")["items"]:
+            drv.api.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", o["metadata"]["name"])
+    proc = executor.spawn([sys.executable, "-m", "gpucatalog.clusters.sim.drapublisher", "--node-name", node,
+                           "--driver-root", str(cluster.node_dir(node)), "--interval", "0.5"],
+                          log_path=tmp_path / "publisher.log",
+                          env={"KUBECONFIG": str(cluster.kubeconfig()), "GPU_SHARING_MODE": "mixed"})
+    try:
+        def published() -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = drv.api.list_cluster_custom_object(
+                "resource.k8s.io", "v1", "resourceslices", label_selector=f"{drapublisher.NODE_LABEL}={node}")["items"]
+            return items
+
+        before = base.wait_for("the publisher's slices", published, 60)
+        time.sleep(1.5)  # a few rounds: nothing changes, nothing is republished
+        assert [o["metadata"]["resourceVersion"] for o in published()] == [o["metadata"]["resourceVersion"] for o in before]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    time.sleep(2)
+    assert [o["metadata"]["resourceVersion"] for o in published()] == [o["metadata"]["resourceVersion"] for o in before]
+    ctx = base.SuiteContext(kubeconfig=cluster.kubeconfig())  # full timeouts: the pool was just recreated
+    r = _run(suite.two_halves_share_one_gpu, ctx)  # the allocation runs without the publisher
+    assert r.result == "passed", r.reason
+    assert "published pool" in (tmp_path / "publisher.log").read_text()
