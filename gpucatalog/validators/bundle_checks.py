@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.catalog import render, versions
-from gpucatalog.clusters import shapes
+from gpucatalog.clusters import partitions, shapes
 from gpucatalog.core import errors
 from gpucatalog.validators import static
-from gpucatalog.validators.static import kai_rules, kueue_rules, slurm_rules, types
+from gpucatalog.validators.static import dra_rules, kai_rules, kueue_rules, slurm_rules, types
 
 
 def component_objects(rb: render.RenderedBundle) -> list[types.ComponentObjects]:
@@ -47,6 +47,7 @@ def check_rendered(rb: render.RenderedBundle, *, lint: bool = True) -> list[erro
         findings += kai_rules.check_queues(c.objects, component=c.name)
     findings += _slurm_findings(rb)
     findings += _kueue_findings(rb)
+    findings += _dra_findings(rb)
     if lint:
         for c in rb.components:
             chart = Path(c.chart_dir)
@@ -100,3 +101,19 @@ def _kueue_findings(rb: render.RenderedBundle) -> list[errors.Finding]:
         obj = next((o for o in everything if kueue_rules.ref(o) == f.obj), None)
         out.append(errors.Finding(f.rule, f.message, component=owner.get(id(obj), ""), obj=f.obj, field=f.field))
     return out
+
+
+def _dra_findings(rb: render.RenderedBundle) -> list[errors.Finding]:
+    """DRA claim rules over every component's objects together (the DeviceClasses come from the
+    driver's component); partition profiles are those the target shape's GPU offers (any
+    shape's when the profile names none)."""
+    shape = shapes.catalogue().get(str(rb.cluster.get("shape") or ""))
+    cat = partitions.catalogue()
+    if shape is not None and shape.gpu is not None:
+        profiles = {p.name for p in cat.profiles(shape.gpu.product)}
+    else:
+        profiles = cat.all_names()
+    everything = [o for c in rb.components for o in c.objects]
+    owner = {dra_rules.ref(o): c.name for c in rb.components for o in c.objects}
+    return [errors.Finding(f.rule, f.message, component=owner.get(f.obj, ""), obj=f.obj, field=f.field)
+            for f in dra_rules.check(everything, profiles)]

@@ -37,6 +37,9 @@ class ImageEntry:
     entrypoint: tuple[str, ...]
     commands: dict[str, tuple[str, ...]]
     executable: str = ""  # the host executable of an overlay entry ('' for the shipped programs)
+    # what a sim-only program stands in for ('' when the image's own program runs): evidence
+    # lists such pods as simulated, never as live
+    stand_in: str = ""
 
 
 def repository(ref: str) -> str:
@@ -58,6 +61,7 @@ def shipped() -> dict[str, ImageEntry]:
             image=e["image"],
             entrypoint=tuple(e["entrypoint"]),
             commands={k: tuple(v) for k, v in (e.get("commands") or {}).items()},
+            stand_in=str(e.get("standIn") or ""),
         )
     return out
 

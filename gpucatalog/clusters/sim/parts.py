@@ -26,6 +26,7 @@ class _Pod:
     images: tuple[str, ...]
     live: bool
     conformance: bool
+    stand_in: str  # what a sim-only program of its images stood in for ('' for none)
 
 
 def _started(p: Any) -> bool:
@@ -40,11 +41,13 @@ def _pods(lay: Layout, core: Any) -> list[_Pod]:
     out = []
     for p in core.list_pod_for_all_namespaces().items:
         imgs = tuple(sorted({c.image for c in p.spec.containers}))
-        mapped = all(images.lookup(i, table) is not None for i in imgs)
+        entries = [images.lookup(i, table) for i in imgs]
+        mapped = all(e is not None for e in entries)
         name = f"{p.metadata.namespace}/{p.metadata.name}"
         out.append(_Pod(ident=f"pod {name} ({', '.join(imgs)})", name=name, images=imgs,
                         live=bool(p.spec.node_name) and mapped and _started(p),
-                        conformance=str(p.metadata.namespace).startswith("conformance")))
+                        conformance=str(p.metadata.namespace).startswith("conformance"),
+                        stand_in="; ".join(e.stand_in for e in entries if e is not None and e.stand_in)))
     return out
 
 
@@ -79,7 +82,7 @@ def live(lay: Layout, core: Any) -> list[str]:
     parts.append("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (pinned builds)")
     parts.append("kwok: node and pod lifecycle of simulated nodes")
     parts += _binary_lines(lay, core)[0]
-    parts += [p.ident + ": real process run by the sim kubelet" for p in _pods(lay, core) if p.live]
+    parts += [p.ident + ": real process run by the sim kubelet" for p in _pods(lay, core) if p.live and not p.stand_in]
     return parts
 
 
@@ -87,6 +90,8 @@ def simulated(lay: Layout, core: Any) -> list[str]:
     parts = services.simulated_parts(lay)
     parts.append("GPU hardware and driver: nvidia-smi XML, kernel log, InfiniBand sysfs per node folder")
     parts += _binary_lines(lay, core)[1]
+    pods = _pods(lay, core)
+    parts += [p.ident + f": SIM STAND-IN run by the sim kubelet for {p.stand_in}" for p in pods if p.live and p.stand_in]
     parts += [p.ident + ": status simulated by kwok (image not runnable here, or never started)"
-              for p in _pods(lay, core) if not p.live and not p.conformance]
+              for p in pods if not p.live and not p.conformance]
     return parts

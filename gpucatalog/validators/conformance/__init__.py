@@ -10,4 +10,5 @@ SUITES: dict[str, str] = {
     "gang": "gpucatalog.validators.conformance.gang",
     "fault_remediation": "gpucatalog.validators.conformance.fault_remediation",
     "slurm": "gpucatalog.validators.conformance.slurm_suite",
+    "gpu_sharing_dra": "gpucatalog.validators.conformance.gpu_sharing_dra",
 }
