@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from gpucatalog.cli import common
-from gpucatalog.pipelines import certify
+from gpucatalog.core import errors
+from gpucatalog.pipelines import certify, upgrade
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,6 +25,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "catalog certify gpu-scheduling --cluster sim --suite fault_remediation --json",
             "catalog certify slurm@0.1.0 --cluster kubeconfig=~/.kube/gpu --profile h100-8x --evidence ev",
             "catalog certify gpu-scheduling --cluster sim --image-map kai-images.yaml --evidence out/evidence",
+            "catalog certify gpu-queueing@0.2.0 --cluster sim --upgrade-from 0.1.0 --evidence out/upgrade",
+            "catalog certify gpu-queueing@0.2.0 --cluster sim --upgrade-from stable --rollback",
         ],
     )
     p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
@@ -40,6 +43,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--image-map", type=Path, metavar="FILE",
                    help="sim only: an image-map overlay mapping images to executables on this host (bring your own "
                         "binaries, e.g. KAI's; see docs/kai.md); default $GPU_CATALOG_IMAGE_MAP")
+    p.add_argument("--upgrade-from", metavar="VERSION|CHANNEL",
+                   help="certify the upgrade to BUNDLE from this older version (or a channel's newest version, its "
+                        "entry verified): install it, start work, upgrade with the work running, check nothing was "
+                        "lost, then run the suites (docs/upgrades.md)")
+    p.add_argument("--rollback", action="store_true",
+                   help="with --upgrade-from: after the upgrade, go back to the old version and check again")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -58,7 +67,13 @@ def run(args: argparse.Namespace) -> int:
         ready_timeout_s=args.ready_timeout,
         image_map=args.image_map,
     )
-    outcome = certify.run(cat, opts, say=lambda m: print(m, file=sys.stderr))
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    if args.rollback and not args.upgrade_from:
+        raise errors.InputError("--rollback needs --upgrade-from", field="--rollback", expected="--upgrade-from VERSION")
+    if args.upgrade_from:
+        outcome = upgrade.run(cat, opts, args.upgrade_from, args.rollback, say)
+    else:
+        outcome = certify.run(cat, opts, say=say)
     if args.json:
         common.print_json(outcome.to_dict())
     else:
@@ -80,6 +95,8 @@ def _table(o: certify.Outcome) -> None:
     verdict = o.result.upper()
     note = " (a required case was not run: incomplete is not passed)" if o.result == "incomplete" else ""
     print(f"{verdict} in {o.finished - o.started:.0f}s{note}")
+    for note in o.notes:
+        print(note)
     if o.paths:
         print(f"evidence: {o.paths.envelope}")
         print(f"report: {o.paths.report}")
