@@ -120,11 +120,20 @@ class _Run:
     ready_timeout_s: int
     figures: dict[str, Any]
 
+    def _pods(self, namespaces: list[str]) -> dict[str, str]:
+        out = {}
+        for ns in namespaces:
+            for pod in self.kube.call(f"list pods of {ns}", self.kube.core.list_namespaced_pod, ns).items:
+                out[f"{ns}/{pod.metadata.name}"] = str(pod.metadata.uid)
+        return out
+
     def step(self, label: str, frm: render.RenderedBundle, to: render.RenderedBundle,
              previous: dict[str, dict[str, Any]]) -> list[base.CaseResult]:
         """Apply ``to`` over ``frm`` with work running; the checks of one direction."""
         cases: list[base.CaseResult] = []
         before = upgrade_state.take(self.kube, self.work.plan.namespaces + [upgrade_probe.NAME])
+        control = sorted({c.namespace for c in to.components})
+        pods_before = self._pods(control)
         self.prober.start()
         t0 = time.monotonic()
         self.say(f"{label}: {frm.ref} -> {to.ref}")
@@ -140,8 +149,12 @@ class _Run:
         t1 = time.monotonic()
         self.prober.stop()
         gap, probes, lost = self.prober.gap((t0, t1))
+        pods_after = self._pods(control)
         self.figures[label] = {"wallSeconds": round(t1 - t0, 2), "schedulingGapSeconds": round(gap, 2),
-                               "probes": probes, "probesNeverScheduled": lost, "crdsAppliedServerSide": crds}
+                               "probes": probes, "probesNeverScheduled": lost, "crdsAppliedServerSide": crds,
+                               # the bundle's own pods the upgrade replaced (a new controller took over)
+                               "controlPodsReplaced": sorted(k for k, uid in pods_before.items()
+                                                             if pods_after.get(k) != uid)}
         cases.append(base.CaseResult(f"{label}-helm", "passed", seconds=t1 - t0, details=self.figures[label]))
         target = upgrade_state.rendered_queues([o for c in to.components for o in c.objects])
 

@@ -46,6 +46,8 @@ class Snapshot:
     pods: dict[str, PodState] = field(default_factory=dict)  # "ns/name"
     workloads: dict[str, WorkloadState] = field(default_factory=dict)  # "ns/name"
     queues: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # "Kind ns/name" -> (uid, spec)
+    # queue objects being deleted (a finalizer such as Kueue's resource-in-use holds them)
+    deleting: set[str] = field(default_factory=set)
 
 
 def queue_key(kind: str, name: str, namespace: str = "") -> str:
@@ -86,7 +88,10 @@ def take(kube: kube_client.Kube, namespaces: list[str]) -> Snapshot:
                           kueue_space.GROUP, kueue_space.VERSION, plural)
         for o in found.get("items", []):
             md = o["metadata"]
-            snap.queues[queue_key(kind, md["name"], md.get("namespace", ""))] = (str(md["uid"]), o.get("spec") or {})
+            k = queue_key(kind, md["name"], md.get("namespace", ""))
+            snap.queues[k] = (str(md["uid"]), o.get("spec") or {})
+            if md.get("deletionTimestamp"):
+                snap.deleting.add(k)
     return snap
 
 
@@ -161,6 +166,10 @@ def compare(before: Snapshot, after: Snapshot, target: Mapping[str, dict[str, An
             why = "not in its rendering" if key not in target else "deleted"
             users = " while admitted Workloads stood in it" if key in in_use else ""
             problems.append(f"{key} did not survive the upgrade to {version} ({why}){users}; its spec was {spec}")
+            continue
+        if key in after.deleting and key not in before.deleting:
+            users = "; admitted Workloads stand in it, so Kueue's finalizer holds it" if key in in_use else ""
+            problems.append(f"{key} is being deleted by the upgrade to {version}{users}")
             continue
         if now_q[0] != uid:
             problems.append(f"{key} was deleted and recreated (uid {uid[:8]} -> {now_q[0][:8]})")
