@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gpucatalog.catalog import install, model, render, versions
 from gpucatalog.clusters import provider as providers
@@ -35,9 +35,10 @@ from gpucatalog.validators.conformance import (
     base,
     kube_client,
     kueue_adapter,
+    slurm_cli,
     upgrade_kueue,
     upgrade_probe,
-    upgrade_state,
+    upgrade_slurm,
 )
 from gpucatalog.validators.static import upgrade_rules
 
@@ -110,14 +111,58 @@ def _case(name: str, fn: Callable[[base.CaseResult], None]) -> base.CaseResult:
     return res
 
 
+class Work(Protocol):
+    """A stack's workload set (``upgrade_kueue.WorkloadSet``, ``upgrade_slurm.SlurmWork``)."""
+
+    def start(self) -> None: ...
+    def describe(self) -> dict[str, Any]: ...
+    def snapshot(self) -> Any: ...
+    def compare(self, before: Any, after: Any, to_objects: list[dict[str, Any]], from_objects: list[dict[str, Any]],
+                ref: str) -> tuple[list[str], list[str]]: ...
+    def pending_admitted(self) -> bool: ...
+    def release_running(self) -> None: ...
+    def cleanup(self) -> None: ...
+
+
+def _objects(rb: render.RenderedBundle) -> list[dict[str, Any]]:
+    return [o for c in rb.components for o in c.objects]
+
+
+def stack_of(rb: render.RenderedBundle) -> str:
+    """``slurm`` (Slinky CRs), ``kueue`` (team ClusterQueues), or InputError: what work an
+    upgrade run can carry through this bundle."""
+    objs = _objects(rb)
+    if upgrade_slurm.partitions(objs):
+        return "slurm"
+    if upgrade_kueue.teams(objs):
+        return "kueue"
+    raise errors.InputError(f"{rb.ref} has neither Kueue team queues nor Slurm partitions: upgrade certification "
+                            "has no workload set for it (docs/upgrades.md)", field="--upgrade-from")
+
+
+def make_work(old: render.RenderedBundle, kubeconfig: Path, endpoints: dict[str, str],
+              kube: kube_client.Kube) -> tuple[Work, upgrade_probe.Prober]:
+    objs = _objects(old)
+    if stack_of(old) == "slurm":
+        cli = slurm_cli.Slurm(endpoints.get("slurm_conf"))
+        work = upgrade_slurm.SlurmWork(cli, objs)
+        return work, upgrade_slurm.SlurmProber(cli, work.default, work.t2)
+    params = kueue_adapter.params_from(base.SuiteContext(kubeconfig=kubeconfig))
+    flavor = next(o["metadata"]["name"] for o in objs if o.get("kind") == "ResourceFlavor")
+    return (upgrade_kueue.WorkloadSet(kube, upgrade_kueue.plan(objs), params),
+            upgrade_probe.KueueProber(kubeconfig, flavor, params))
+
+
 @dataclass
 class _Run:
     kube: kube_client.Kube
     kubeconfig: Path
-    work: upgrade_kueue.WorkloadSet
+    prov: providers.ClusterProvider
+    work: Work
     prober: upgrade_probe.Prober
     say: Say
     ready_timeout_s: int
+    wait_s: float
     figures: dict[str, Any]
 
     def _pods(self, namespaces: list[str]) -> dict[str, str]:
@@ -127,20 +172,28 @@ class _Run:
                 out[f"{ns}/{pod.metadata.name}"] = str(pod.metadata.uid)
         return out
 
-    def step(self, label: str, frm: render.RenderedBundle, to: render.RenderedBundle,
-             previous: dict[str, dict[str, Any]]) -> list[base.CaseResult]:
+    def _apply(self, label: str, frm: render.RenderedBundle, to: render.RenderedBundle) -> dict[str, Any]:
+        crds = install.apply_crds(to, self.kubeconfig, self.say)
+        install.install(to, self.kubeconfig, timeout_s=300, progress=self.say, gates=True,
+                        ready_timeout_s=self.ready_timeout_s, description=f"gpu-catalog: {label} from {frm.ref}")
+        services: list[str] = []
+        if isinstance(self.prov, providers.UpdatesServices):
+            services = self.prov.update_services(_objects(to))
+            for line in services:
+                self.say(line)
+        return {"crdsAppliedServerSide": crds, "servicesUpdated": services}
+
+    def step(self, label: str, frm: render.RenderedBundle, to: render.RenderedBundle) -> list[base.CaseResult]:
         """Apply ``to`` over ``frm`` with work running; the checks of one direction."""
         cases: list[base.CaseResult] = []
-        before = upgrade_state.take(self.kube, self.work.plan.namespaces + [upgrade_probe.NAME])
+        before = self.work.snapshot()
         control = sorted({c.namespace for c in to.components})
         pods_before = self._pods(control)
         self.prober.start()
         t0 = time.monotonic()
         self.say(f"{label}: {frm.ref} -> {to.ref}")
         try:
-            crds = install.apply_crds(to, self.kubeconfig, self.say)
-            install.install(to, self.kubeconfig, timeout_s=300, progress=self.say, gates=True,
-                            ready_timeout_s=self.ready_timeout_s, description=f"gpu-catalog: {label} from {frm.ref}")
+            applied = self._apply(label, frm, to)
         except errors.CatalogError as exc:
             self.prober.stop()
             cases.append(base.CaseResult(f"{label}-helm", "failed", f"{label} to {to.ref} failed: {exc}",
@@ -151,26 +204,24 @@ class _Run:
         gap, probes, lost = self.prober.gap((t0, t1))
         pods_after = self._pods(control)
         self.figures[label] = {"wallSeconds": round(t1 - t0, 2), "schedulingGapSeconds": round(gap, 2),
-                               "probes": probes, "probesNeverScheduled": lost, "crdsAppliedServerSide": crds,
+                               "probes": probes, "probesNeverScheduled": lost, **applied,
                                # the bundle's own pods the upgrade replaced (a new controller took over)
                                "controlPodsReplaced": sorted(k for k, uid in pods_before.items()
                                                              if pods_after.get(k) != uid)}
         cases.append(base.CaseResult(f"{label}-helm", "passed", seconds=t1 - t0, details=self.figures[label]))
-        target = upgrade_state.rendered_queues([o for c in to.components for o in c.objects])
 
         def pending(res: base.CaseResult) -> None:
             try:
-                base.wait_for(f"the pending Job to be admitted by {to.ref}", self.work.pending_admitted,
-                              self.work.p.wait_seconds, interval=1.0)
+                base.wait_for(f"the pending work to be admitted by {to.ref}", self.work.pending_admitted,
+                              self.wait_s, interval=1.0)
                 res.details["admitted_with_work_running"] = True
             except base.WaitTimeout:
                 res.details["admitted_with_work_running"] = False
 
+        # Slurm has no room for the pending job while the old work runs: a short look is enough
         pend = _case(f"{label}-pending-admitted", pending)
-        after = upgrade_state.take(self.kube, self.work.plan.namespaces + [upgrade_probe.NAME])
-        problems = upgrade_state.compare(before, after, target, previous, to.ref)
-        running = [p for p in problems if not p.startswith(("ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor"))]
-        queues = [p for p in problems if p not in running]
+        after = self.work.snapshot()
+        running, queues = self.work.compare(before, after, _objects(to), _objects(frm), to.ref)
 
         def fail_on(found: list[str], counted: str) -> Callable[[base.CaseResult], None]:
             def check(res: base.CaseResult) -> None:
@@ -179,11 +230,8 @@ class _Run:
                     raise base.CaseFailed("; ".join(found))
             return check
 
-        cases.append(_case(f"{label}-running-work-kept", fail_on(
-            running, f"{len(before.pods)} pods, {sum(w.admitted for w in before.workloads.values())} admitted Workloads")))
-        cases.append(_case(f"{label}-queues-kept", fail_on(queues, f"{len(before.queues)} queue objects")))
-        if pend.details.get("admitted_with_work_running") is False and not problems:
-            pend.details["released_running_work"] = True  # nothing lost: free room, then it must be admitted
+        cases.append(_case(f"{label}-running-work-kept", fail_on(running, "running work (see workload-started-on-old)")))
+        cases.append(_case(f"{label}-queues-kept", fail_on(queues, "queue objects / partitions")))
         cases.append(pend)
         return cases
 
@@ -192,48 +240,49 @@ def _finish_pending(r: _Run, case: base.CaseResult, version: str) -> None:
     if case.details.get("admitted_with_work_running") is not False:
         return
     r.work.release_running()
+    case.details["released_running_work"] = True
     try:
-        base.wait_for(f"the pending Job to be admitted by {version} once running work was removed",
-                      r.work.pending_admitted, r.work.p.wait_seconds, interval=1.0)
+        base.wait_for(f"the pending work to be admitted by {version} once running work was removed",
+                      r.work.pending_admitted, r.wait_s, interval=1.0)
     except base.WaitTimeout as exc:
         case.result, case.reason = "failed", str(exc)
 
 
 def run_on_cluster(old: render.RenderedBundle, new: render.RenderedBundle, kubeconfig: Path, opts: certify.Options,
-                   rollback: bool, figures: dict[str, Any], say: Say, suite_params: dict[str, Any] | None = None,
+                   rollback: bool, figures: dict[str, Any], say: Say, prov: providers.ClusterProvider,
+                   suite_params: dict[str, Any] | None = None,
                    endpoints: dict[str, str] | None = None) -> list[base.SuiteResult]:
     """Everything after OLD is installed and ready; returns the ``upgrade`` suite and the suites
     of the version the cluster ends on."""
     t0 = time.time()
     kube = kube_client.Kube(kubeconfig)
-    params = kueue_adapter.params_from(base.SuiteContext(kubeconfig=kubeconfig))
-    old_objects = [o for c in old.components for o in c.objects]
-    plan = upgrade_kueue.plan(old_objects)
-    flavor = next(o["metadata"]["name"] for o in old_objects if o.get("kind") == "ResourceFlavor")
-    r = _Run(kube, kubeconfig, upgrade_kueue.WorkloadSet(kube, plan, params),
-             upgrade_probe.Prober(kubeconfig, flavor, params), say, opts.ready_timeout_s, figures)
     cases: list[base.CaseResult] = []
     try:
+        work, prober = make_work(old, kubeconfig, endpoints or {}, kube)
+    except base.CaseFailed as exc:
+        kube.close()
+        return [base.SuiteResult("upgrade", [base.CaseResult("workload-started-on-old", "failed", str(exc))], 0.0, t0)]
+    # Slurm cannot admit the pending job while the old work holds its nodes; Kueue should, with 0.2.0's room
+    wait_s = 20.0 if stack_of(old) == "slurm" else 120.0
+    r = _Run(kube, kubeconfig, prov, work, prober, say, opts.ready_timeout_s, wait_s, figures)
+    try:
         def start(res: base.CaseResult) -> None:
-            r.prober.create_queue(kube)
-            res.details["probe_baseline_seconds"] = round(r.prober.baseline(), 2)
-            figures["baselineSeconds"] = res.details["probe_baseline_seconds"]
-            r.work.start()
-            res.details["jobs"] = [f"{t.namespace}/{n} ({s} GPU)" for t, n, s, _ in plan.jobs]
-            res.details["pending"] = f"{plan.pending[0].namespace}/{plan.pending[1]} ({plan.pending[2]} GPU)" if plan.pending else ""
+            prober.create_queue()
+            res.details["probe_baseline_seconds"] = figures["baselineSeconds"] = round(prober.baseline(), 2)
+            work.start()
+            res.details.update(work.describe())
 
         cases.append(_case("workload-started-on-old", start))
         if cases[-1].result == "passed":
-            cases += r.step("upgrade", old, new, upgrade_state.rendered_queues(old_objects))
+            cases += r.step("upgrade", old, new)
             if rollback and all(c.result == "passed" for c in cases):
-                cases += r.step("rollback", new, old, upgrade_state.rendered_queues(
-                    [o for c in new.components for o in c.objects]))
+                cases += r.step("rollback", new, old)
             for c in cases:
                 if c.name.endswith("-pending-admitted"):
                     _finish_pending(r, c, (old if c.name.startswith("rollback") else new).ref)
     finally:
-        r.work.cleanup()
-        r.prober.cleanup(kube)
+        work.cleanup()
+        prober.cleanup()
         kube.close()
     results = [base.SuiteResult("upgrade", cases, time.time() - t0, t0)]
     if any(c.result == "failed" for c in cases):
@@ -261,11 +310,12 @@ def run(cat: model.Catalog, opts: certify.Options, upgrade_from: str, rollback: 
     frm = resolve_from(cat, new.bundle, new.version, upgrade_from, profile,
                        lambda v, p: render.render_bundle(cat, f"{new.bundle}@{v}", p).digest)
     old = render.render_bundle(cat, f"{new.bundle}@{frm.version}", profile)
-    try:
-        upgrade_kueue.plan([o for c in old.components for o in c.objects])
-    except base.CaseFailed as exc:
-        raise errors.InputError(f"{old.ref} cannot carry an upgrade's workload set: {exc} (upgrade certification "
-                                "covers Kueue-queued bundles; see docs/upgrades.md)", field="--upgrade-from") from exc
+    if stack_of(old) == "kueue":
+        try:
+            upgrade_kueue.plan(_objects(old))
+        except base.CaseFailed as exc:
+            raise errors.InputError(f"{old.ref} cannot carry an upgrade's workload set: {exc}",
+                                    field="--upgrade-from") from exc
     say(f"static validation of {old.ref} -> {new.ref}")
     t0 = time.monotonic()
     findings = bundle_checks.check_rendered(new) + static_findings(old, new)
@@ -324,7 +374,7 @@ def _on_cluster(old: render.RenderedBundle, new: render.RenderedBundle, kind: st
         params: dict[str, Any] = {}
         if isinstance(prov, providers.InjectsFaults):
             params.update(inject_fault=prov.inject_fault, clear_fault=prov.clear_fault)
-        results += run_on_cluster(old, new, kubeconfig, opts, rollback, figures, say, params,
+        results += run_on_cluster(old, new, kubeconfig, opts, rollback, figures, say, prov, params,
                                   cluster_facts.endpoints(prov))
         return results
     finally:

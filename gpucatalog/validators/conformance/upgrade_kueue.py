@@ -22,7 +22,14 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import base, gpu_inventory, kube_client, kueue_space
+from gpucatalog.validators.conformance import (
+    base,
+    gpu_inventory,
+    kube_client,
+    kueue_space,
+    upgrade_probe,
+    upgrade_state,
+)
 
 PENDING = "upgrade-pending"
 LABEL = "gpu-catalog.dev/upgrade"
@@ -100,6 +107,22 @@ def plan(objects: list[dict[str, Any]]) -> Plan:
 class WorkloadSet:
     def __init__(self, kube: kube_client.Kube, p: Plan, params: kueue_space.KueueParams) -> None:
         self.kube, self.plan, self.p = kube, p, params
+
+    def describe(self) -> dict[str, Any]:
+        p = self.plan
+        return {"jobs": [f"{t.namespace}/{n} ({s} GPU)" for t, n, s, _ in p.jobs],
+                "pending": f"{p.pending[0].namespace}/{p.pending[1]} ({p.pending[2]} GPU)" if p.pending else ""}
+
+    def snapshot(self) -> upgrade_state.Snapshot:
+        return upgrade_state.take(self.kube, self.plan.namespaces + [upgrade_probe.NAME])
+
+    def compare(self, before: upgrade_state.Snapshot, after: upgrade_state.Snapshot, to_objects: list[dict[str, Any]],
+                from_objects: list[dict[str, Any]], ref: str) -> tuple[list[str], list[str]]:
+        """(problems with running work, problems with queue objects)."""
+        problems = upgrade_state.compare(before, after, upgrade_state.rendered_queues(to_objects),
+                                         upgrade_state.rendered_queues(from_objects), ref)
+        queues = [p for p in problems if p.startswith(tuple(upgrade_state.QUEUE_KINDS))]
+        return [p for p in problems if p not in queues], queues
 
     def _job(self, team: Team, name: str, size: int, preemptible: bool) -> None:
         pod: dict[str, Any] = {
