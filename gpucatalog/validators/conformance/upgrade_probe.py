@@ -35,6 +35,7 @@ LABEL = "gpu-catalog.dev/upgrade-probe"
 class Probe:
     started: float  # monotonic
     waited: float | None = None  # None: never scheduled before the probe gave up
+    aborted: bool = False  # the prober stopped while it waited: not a measurement
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Prober:
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _next: int = 0
 
     TRANSIENT: ClassVar[tuple[type[BaseException], ...]] = (ApiException, urllib3.exceptions.HTTPError)
 
@@ -82,6 +84,7 @@ class Prober:
                 if len(self.errors) < 20:
                     self.errors.append(f"probe-{i}: {str(exc).splitlines()[0][:160]}")
             time.sleep(0.2)
+        probe.aborted = probe.waited is None and self._stop.is_set()
         try:
             self.remove(i)
         except self.TRANSIENT:
@@ -101,10 +104,12 @@ class Prober:
         self._stop.clear()
 
         def loop() -> None:
-            i = len(self.probes)
             while not self._stop.is_set():
-                self.probes.append(self.one(i))
-                i += 1
+                # names never repeat: an aborted probe's Job may still be going away
+                self._next += 1
+                probe = self.one(self._next)
+                if not probe.aborted:
+                    self.probes.append(probe)
 
         self._thread = threading.Thread(target=loop, name="upgrade-probe", daemon=True)
         self._thread.start()
