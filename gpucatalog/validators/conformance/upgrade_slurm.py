@@ -8,8 +8,9 @@ keeps its id, state, nodes and restart count; every partition survives with its 
 and state as the version it ends on renders them (or as they were, when it does not render
 them), and every partition that version renders exists; the pending job starts.
 
-Probes (``SlurmProber``): one single-GPU job at a time on the second GPU type's nodes in the
-default partition, timed from ``sbatch`` until Slurm reports it RUNNING.
+Probes (``SlurmProber``): one single-GPU job at a time on the second GPU type's nodes (which
+keep free GPUs, so no probe preempts anything), timed from ``sbatch`` until Slurm reports it
+RUNNING.
 
 Called by ``pipelines.upgrade``. Talks only to Slurm's commands (through ``slurm_cli``).
 """
