@@ -1,4 +1,4 @@
-"""Upgrade certification on the sim cluster with Kueue live: 0.1.0 -> 0.2.0 keeps every running
+"""Upgrade certification on the sim cluster (Kueue live; Slurm live): 0.1.0 -> 0.2.0 keeps every running
 Job, gang and queue object and admits the pending Job (evidence records both digests and the
 figures); a 0.3.0 that renames a team's ClusterQueue fails, naming the queue."""
 
@@ -13,6 +13,7 @@ import pytest
 from gpucatalog.cli import main
 from gpucatalog.pipelines import keys
 from tests.pipelines.test_upgrade_inputs import breaking
+from tests.plugins.slurm_cluster import have_slurm
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
@@ -60,3 +61,18 @@ def test_renamed_quota_object_fails_the_upgrade(repo_copy: Path, tmp_path: Path,
     assert cases["upgrade-queues-kept"]["result"] == "failed"
     assert "ClusterQueue vision " in cases["upgrade-queues-kept"]["reason"]
     assert [s["name"] for s in out["suites"]] == ["static", "upgrade"]  # no suite runs after a lost upgrade
+
+
+@pytest.mark.slurm
+def test_slurm_upgrade_keeps_jobs_and_partitions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not have_slurm():
+        pytest.skip("Slurm daemons (slurmctld, slurmd, munge) not installed or not root")
+    rc, out = _run(tmp_path, capsys, "certify", "slurm@0.2.0", "--upgrade-from", "0.1.0")
+    failed = [(s["name"], c["name"], c["reason"]) for s in out["suites"] for c in s["cases"] if c["result"] != "passed"]
+    assert rc == 0 and out["result"] == "passed", failed
+    cases = {c["name"]: c for s in out["suites"] if s["name"] == "upgrade" for c in s["cases"]}
+    helm = cases["upgrade-helm"]["details"]
+    # Slinky's CRDs went server-side, and the running Slurm cluster took 0.2.0's new partition
+    assert "nodesets.slinky.slurm.net" in helm["crdsAppliedServerSide"]
+    assert any("PartitionName=h200" in line for line in helm["servicesUpdated"])
+    assert len(cases["workload-started-on-old"]["details"]["jobs"]) == 3
