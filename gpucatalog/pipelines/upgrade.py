@@ -278,7 +278,8 @@ def run_on_cluster(old: render.RenderedBundle, new: render.RenderedBundle, kubec
         cases.append(_case("workload-started-on-old", start))
         if cases[-1].result == "passed":
             cases += r.step("upgrade", old, new)
-            if rollback and all(c.result == "passed" for c in cases):
+            if rollback:
+                # also after a failed upgrade: getting back to OLD is what --rollback is for
                 cases += r.step("rollback", new, old)
             for c in cases:
                 if c.name.endswith("-pending-admitted"):
