@@ -97,3 +97,17 @@ def test_shipped_policy_gates_stable_on_upgrades() -> None:
     shipped = policy.load(Path(__file__).resolve().parents[2] / "catalog" / "channels" / "policy.yaml")
     assert shipped.channel("stable").require_upgrade_from == "stable"
     assert shipped.channel("candidate").require_upgrade_from is None
+
+
+def test_no_other_policy_can_drop_the_gate(gated: Path, make_evidence: MakeEvidence, tmp_path: Path) -> None:
+    _stable_has_010(gated, make_evidence)
+    plain = make_evidence(version="0.2.0", digest=DIGEST_B)
+    _promote(gated, "candidate", "0.2.0", [plain], DIGEST_B)
+    lax_path = tmp_path / "lax.yaml"
+    doc = yaml.safe_load((gated / "channels" / "policy.yaml").read_text())
+    del doc["channels"]["stable"]["requireUpgradeFrom"]
+    lax_path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(errors.InputError):  # a laxer policy judges only a dry run
+        promote.promote(REF, "0.2.0", "stable", [plain], lambda _p: DIGEST_B, catalog_dir=gated,
+                        policy_file=policy.load(lax_path))
+    assert channels.load(gated / "channels", "stable").find(REF, "0.2.0") is None
