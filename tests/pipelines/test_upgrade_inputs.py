@@ -96,3 +96,28 @@ def test_changed_selector_fails_before_any_cluster(repo_copy: Path, capsys: pyte
     # catalog diff says the same, and exits 1
     assert main(["--catalog-dir", str(repo_copy), "diff", "gpu-queueing@0.1.0", "gpu-queueing@0.3.0", "--risks-only"]) == 1
     assert "REFUSED [upgrade-immutable-field]" in capsys.readouterr().out
+
+
+def test_renamed_cluster_queue_fails_before_any_cluster(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # moving LocalQueue vision to the renamed ClusterQueue is a change Kueue's webhook refuses
+    breaking(repo_copy, RENAME_CQ)
+    assert certify(repo_copy, "--upgrade-from", "0.1.0", "--json") == 1
+    out = json.loads(capsys.readouterr().out)
+    reason = out["suites"][0]["cases"][0]["reason"]
+    assert "LocalQueue vision/vision changes spec.clusterQueue ('vision' -> 'vision-v2')" in reason
+
+
+RENAME_CQ = """      kustomize:
+        team-queues:
+          patches:
+            - target: {kind: ClusterQueue, name: vision}
+              patch: |
+                - op: replace
+                  path: /metadata/name
+                  value: vision-v2
+            - target: {kind: LocalQueue, name: vision}
+              patch: |
+                - op: replace
+                  path: /spec/clusterQueue
+                  value: vision-v2
+"""

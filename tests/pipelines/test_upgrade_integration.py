@@ -1,6 +1,6 @@
 """Upgrade certification on the sim cluster (Kueue live; Slurm live): 0.1.0 -> 0.2.0 keeps every running
 Job, gang and queue object and admits the pending Job (evidence records both digests and the
-figures); a 0.3.0 that renames a team's ClusterQueue fails, naming the queue."""
+figures); a 0.3.0 that renames a department's Cohort fails, naming it."""
 
 from __future__ import annotations
 
@@ -39,27 +39,29 @@ def test_upgrade_keeps_work_and_queues(tmp_path: Path, capsys: pytest.CaptureFix
     assert pred["upgrade"]["upgrade"]["wallSeconds"] > 0 and pred["upgrade"]["upgrade"]["probes"] >= 1
 
 
-def test_renamed_quota_object_fails_the_upgrade(repo_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_renamed_department_fails_the_upgrade(repo_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the research department's Cohort renamed, its teams moved to the new name: Helm deletes the
+    # Cohort the running work's queues stood in (nothing static refuses this)
     breaking(repo_copy, """      kustomize:
         team-queues:
           patches:
-            - target: {kind: ClusterQueue, name: vision}
+            - target: {kind: Cohort, name: research}
               patch: |
                 - op: replace
                   path: /metadata/name
-                  value: vision-v2
-            - target: {kind: LocalQueue, name: vision}
+                  value: research-v2
+""" + "".join(f"""            - target: {{kind: ClusterQueue, name: {team}}}
               patch: |
                 - op: replace
-                  path: /spec/clusterQueue
-                  value: vision-v2
-""")
+                  path: /spec/cohortName
+                  value: research-v2
+""" for team in ("vision", "language", "speech")))
     rc, out = _run(tmp_path, capsys, "--catalog-dir", str(repo_copy), "certify", "gpu-queueing@0.3.0",
                    "--upgrade-from", "0.1.0", "--suite", "gang")
     assert rc == 1 and out["result"] == "failed"
     cases = {c["name"]: c for s in out["suites"] if s["name"] == "upgrade" for c in s["cases"]}
     assert cases["upgrade-queues-kept"]["result"] == "failed"
-    assert "ClusterQueue vision " in cases["upgrade-queues-kept"]["reason"]
+    assert "Cohort research did not survive" in cases["upgrade-queues-kept"]["reason"]
     assert [s["name"] for s in out["suites"]] == ["static", "upgrade"]  # no suite runs after a lost upgrade
 
 

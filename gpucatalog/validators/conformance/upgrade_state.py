@@ -117,13 +117,19 @@ def rendered_queues(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def held(before: Snapshot) -> set[str]:
-    """Queue objects that admitted Workloads stand in: their ClusterQueue and LocalQueue."""
+    """Queue objects that admitted Workloads stand in: their ClusterQueue and LocalQueue, and
+    the ClusterQueue's cohort with every cohort above it."""
     out: set[str] = set()
     for w in before.workloads.values():
         if w.admitted:
-            out.add(queue_key("ClusterQueue", w.cluster_queue))
+            cq = queue_key("ClusterQueue", w.cluster_queue)
+            out.add(cq)
             ns, _, name = w.local_queue.partition("/")
             out.add(queue_key("LocalQueue", name, ns))
+            cohort = str((before.queues.get(cq) or ("", {}))[1].get("cohortName") or "")
+            while cohort and queue_key("Cohort", cohort) not in out:
+                out.add(queue_key("Cohort", cohort))
+                cohort = str((before.queues.get(queue_key("Cohort", cohort)) or ("", {}))[1].get("parentName") or "")
     return out
 
 

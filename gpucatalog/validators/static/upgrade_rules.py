@@ -8,7 +8,8 @@ Three grades, each a list of findings naming component, object and field:
 - ``immutable``: changes Kubernetes rejects on update (a Deployment's, DaemonSet's or
   StatefulSet's ``spec.selector``; a StatefulSet's ``serviceName``, ``volumeClaimTemplates``,
   ``podManagementPolicy``; a Job's ``selector``; a Service's ``clusterIP``; a PVC's
-  ``storageClassName``): a certification with these fails before any cluster starts.
+  ``storageClassName``; a Kueue LocalQueue's ``clusterQueue``, which Kueue's webhook refuses to
+  change): a certification with these fails before any cluster starts.
 - ``risks``: the rest ``catalog diff`` highlights: CRD fields removed (not in use), chart values
   the old version set that the new one no longer sets, objects the old version rendered that the
   new one drops (a renamed quota object is one).
@@ -33,6 +34,8 @@ IMMUTABLE: dict[str, tuple[str, ...]] = {
     "Job": ("selector", "completionMode"),
     "Service": ("clusterIP",),
     "PersistentVolumeClaim": ("storageClassName", "volumeName"),
+    # Kueue's webhook refuses to move a LocalQueue to another ClusterQueue
+    "LocalQueue": ("clusterQueue",),
 }
 CRD = "CustomResourceDefinition"
 

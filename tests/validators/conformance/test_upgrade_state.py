@@ -66,3 +66,17 @@ def test_an_object_only_the_old_release_rendered_may_go_when_nothing_stands_in_i
 def test_rendered_quantities_match_the_servers_strings() -> None:
     assert us.contains({"nominalQuota": "4", "extra": 1}, {"nominalQuota": 4})
     assert not us.contains({"nominalQuota": "5"}, {"nominalQuota": 4})
+
+
+def test_a_renamed_cohort_above_admitted_work_is_a_loss() -> None:
+    before = _before()
+    research = us.queue_key("Cohort", "research")
+    before.queues[research] = ("c1", {"parentName": "all"})
+    before.queues[us.queue_key("Cohort", "all")] = ("c0", {})
+    assert {research, us.queue_key("Cohort", "all")} <= us.held(before)
+    after = _same()
+    after.queues[us.queue_key("Cohort", "all")] = ("c0", {})
+    previous = {**TARGET, research: {"parentName": "all"}}
+    problems = us.compare(before, after, TARGET, previous, "b@3")
+    assert problems == ["Cohort research did not survive the upgrade to b@3 (not in its rendering) while admitted "
+                        "Workloads stood in it; its spec was {'parentName': 'all'}"]
