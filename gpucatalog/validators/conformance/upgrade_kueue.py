@@ -27,7 +27,6 @@ from gpucatalog.validators.conformance import (
     gpu_inventory,
     kube_client,
     kueue_space,
-    upgrade_probe,
     upgrade_state,
 )
 
@@ -114,7 +113,8 @@ class WorkloadSet:
                 "pending": f"{p.pending[0].namespace}/{p.pending[1]} ({p.pending[2]} GPU)" if p.pending else ""}
 
     def snapshot(self) -> upgrade_state.Snapshot:
-        return upgrade_state.take(self.kube, self.plan.namespaces + [upgrade_probe.NAME])
+        # not the probes' namespace: probes come and go (their queue objects are compared, cluster-wide)
+        return upgrade_state.take(self.kube, self.plan.namespaces)
 
     def compare(self, before: upgrade_state.Snapshot, after: upgrade_state.Snapshot, to_objects: list[dict[str, Any]],
                 from_objects: list[dict[str, Any]], ref: str) -> tuple[list[str], list[str]]:
