@@ -195,6 +195,44 @@ def uninstall(rb: render.RenderedBundle, kubeconfig: Path | None, *, progress: P
     return asyncio.run(_uninstall(rb, kubeconfig, progress or (lambda _m: None)))
 
 
+def helm_skipped_crds(comp: render.RenderedComponent) -> list[dict[str, Any]]:
+    """The component's CRDs that come from its chart's ``crds/`` folder: Helm installs those once
+    and never upgrades them."""
+    import yaml
+
+    crd_dir = Path(comp.chart_dir) / "crds"
+    if not crd_dir.is_dir():
+        return []
+    names = set()
+    for f in sorted(crd_dir.glob("*.y*ml")):
+        for doc in yaml.safe_load_all(f.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                names.add((doc.get("metadata") or {}).get("name"))
+    return [o for o in comp.objects if o.get("kind") == "CustomResourceDefinition" and o["metadata"]["name"] in names]
+
+
+def apply_crds(rb: render.RenderedBundle, kubeconfig: Path, progress: Progress | None = None) -> list[str]:
+    """Apply, server-side and in the bundle's order, every CRD Helm would leave at its old version
+    on upgrade (``helm_skipped_crds``); returns their names. Called before an upgrade's Helm
+    releases, so the new controllers and custom objects meet the new schemas."""
+    import yaml
+
+    from gpucatalog.core import executor
+
+    say = progress or (lambda _m: None)
+    applied: list[str] = []
+    for comp in rb.components:
+        crds = helm_skipped_crds(comp)
+        if not crds:
+            continue
+        say(f"applying {len(crds)} CRDs of {comp.name}@{comp.version} server-side")
+        executor.run([build.ensure("kubectl"), "--kubeconfig", kubeconfig, "apply", "--server-side",
+                      "--force-conflicts", "--field-manager=gpu-catalog", "-f", "-"],
+                     input=yaml.safe_dump_all(crds, sort_keys=False), timeout=120)
+        applied += [o["metadata"]["name"] for o in crds]
+    return applied
+
+
 def plan_lines(rb: render.RenderedBundle) -> list[str]:
     """What ``--dry-run`` prints: the ordered plan."""
     lines = [f"plan for {rb.ref} (profile {rb.profile}, digest {rb.digest}):"]

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpucatalog.catalog import render, resolve
 from gpucatalog.cli import common
+from gpucatalog.validators.static import upgrade_rules
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,12 +43,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = common.add_subparser(
         sub,
         "diff",
-        "show the rendered difference between two bundle versions",
-        ["catalog diff gpu-scheduling@0.1.0 gpu-scheduling@0.2.0 --profile sim"],
+        "show the rendered difference between two bundle versions and what the upgrade could hurt "
+        "(exit 1 when Kubernetes or the catalog would refuse the upgrade)",
+        ["catalog diff gpu-scheduling@0.1.0 gpu-scheduling@0.2.0 --profile sim",
+         "catalog diff gpu-queueing@0.1.0 gpu-queueing@0.2.0 --risks-only"],
     )
     p.add_argument("a", metavar="BUNDLE@A")
     p.add_argument("b", metavar="BUNDLE@B")
     p.add_argument("--profile", default="sim", help="profile to render both with (default: sim)")
+    p.add_argument("--risks-only", action="store_true", help="print only the upgrade's risks, not the manifest diff")
     p.set_defaults(func=cmd_diff)
 
 
@@ -130,7 +134,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     texts_a = {c.name: c.manifest_text for c in ra.components}
     texts_b = {c.name: c.manifest_text for c in rb.components}
     changed = False
-    for n in names:
+    for n in names if not args.risks_only else []:
         diff = list(
             difflib.unified_diff(
                 texts_a.get(n, "").splitlines(keepends=True),
@@ -142,6 +146,18 @@ def cmd_diff(args: argparse.Namespace) -> int:
         if diff:
             changed = True
             sys.stdout.writelines(diff)
-    if not changed:
+    if not changed and not args.risks_only:
         print(f"no rendered difference between {ra.ref} and {rb.ref} ({args.profile})")
-    return 0
+    return _risks(ra, rb)
+
+
+def _risks(ra: render.RenderedBundle, rb: render.RenderedBundle) -> int:
+    """The upgrade's risks from A to B, worst first; 1 when the upgrade would be refused."""
+    refused = upgrade_rules.refusals(ra, rb) + upgrade_rules.immutable(ra, rb)
+    risky = upgrade_rules.risks(ra, rb)
+    print(f"\nupgrade {ra.ref} -> {rb.ref}: {len(refused)} refusing, {len(risky)} to review")
+    for f in refused:
+        print(f"  REFUSED {f}")
+    for f in risky:
+        print(f"  RISK    {f}")
+    return 1 if refused else 0

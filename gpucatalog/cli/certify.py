@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from gpucatalog.cli import common
-from gpucatalog.pipelines import certify
+from gpucatalog.core import errors
+from gpucatalog.pipelines import certify, upgrade
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,6 +26,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "catalog certify slurm@0.1.0 --cluster kubeconfig=~/.kube/gpu --profile h100-8x --evidence ev",
             "catalog certify gpu-scheduling --cluster sim --image-map kai-images.yaml --evidence out/evidence",
             "catalog certify gpu-scheduling --cluster kubeconfig=~/.kube/gpu --profile h100-8x --inject-faults",
+            "catalog certify gpu-queueing@0.2.0 --cluster sim --upgrade-from 0.1.0 --evidence out/upgrade",
+            "catalog certify gpu-queueing@0.2.0 --cluster sim --upgrade-from stable --rollback",
         ],
     )
     p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
@@ -46,6 +49,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "writes XID lines into a node's kernel log where gpu-health's agent reads them (the evidence "
                         "says so; other fault kinds stay not run). Without it such a cluster's fault cases are not "
                         "run (incomplete). =pod uses the pod injector on the sim too (see docs/fault-injection.md)")
+    p.add_argument("--upgrade-from", metavar="VERSION|CHANNEL",
+                   help="certify the upgrade to BUNDLE from this older version (or a channel's newest version, its "
+                        "entry verified): install it, start work, upgrade with the work running, check nothing was "
+                        "lost, then run the suites (docs/upgrades.md)")
+    p.add_argument("--rollback", action="store_true",
+                   help="with --upgrade-from: after the upgrade, go back to the old version and check again")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -65,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
         image_map=args.image_map,
         inject_faults=args.inject_faults,
     )
-    outcome = certify.run(cat, opts, say=lambda m: print(m, file=sys.stderr))
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    if args.rollback and not args.upgrade_from:
+        raise errors.InputError("--rollback needs --upgrade-from", field="--rollback", expected="--upgrade-from VERSION")
+    if args.upgrade_from:
+        outcome = upgrade.run(cat, opts, args.upgrade_from, args.rollback, say)
+    else:
+        outcome = certify.run(cat, opts, say=say)
     if args.json:
         common.print_json(outcome.to_dict())
     else:
@@ -87,6 +102,8 @@ def _table(o: certify.Outcome) -> None:
     verdict = o.result.upper()
     note = " (a required case was not run: incomplete is not passed)" if o.result == "incomplete" else ""
     print(f"{verdict} in {o.finished - o.started:.0f}s{note}")
+    for note in o.notes:
+        print(note)
     if o.paths:
         print(f"evidence: {o.paths.envelope}")
         print(f"report: {o.paths.report}")

@@ -92,6 +92,15 @@ class StartsServices(Protocol):
 
 
 @runtime_checkable
+class UpdatesServices(Protocol):
+    """A provider whose host services follow a bundle's upgrade (the sim reconfigures Slurm)."""
+
+    def update_services(self, objects: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Reconfigure what ``start_services`` started for the new rendered ``objects``."""
+        ...
+
+
+@runtime_checkable
 class InjectsFaults(Protocol):
     """A provider that can break a node's (simulated) hardware and heal it again."""
 

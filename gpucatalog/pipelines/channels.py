@@ -67,6 +67,19 @@ ENTRY_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        # The certified upgrade a channel's policy required (requireUpgradeFrom): from which
+        # version of which channel, and the evidence that shows it.
+        "upgradeFrom": {
+            "type": "object",
+            "required": ["channel", "version", "digest", "evidenceDigest"],
+            "additionalProperties": False,
+            "properties": {
+                "channel": {"type": "string", "minLength": 1},
+                "version": {"type": "string", "minLength": 1},
+                "digest": {"type": "string", "pattern": DIGEST},
+                "evidenceDigest": {"type": "string", "pattern": DIGEST},
+            },
+        },
     },
 }
 SCHEMA: dict[str, Any] = {

@@ -135,6 +135,10 @@ def digest_hex(digest: str) -> str:
     return m.group(1)
 
 
+PREDICATE_FIELDS = frozenset({"bundle", "version", "profile", "cluster", "tools", "suites", "started", "finished",
+                              "result"})
+
+
 def build_statement(
     *,
     bundle: str,
@@ -146,8 +150,10 @@ def build_statement(
     suites: Sequence[SuiteLike | Mapping[str, Any]],
     started: float | str,
     finished: float | str,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The unsigned in-toto Statement v1 for one certification run."""
+    """The unsigned in-toto Statement v1 for one certification run. ``extra`` adds predicate
+    fields (an upgrade run's ``upgradeFrom`` and ``upgrade``); it cannot replace the ones above."""
     suite_dicts = [_suite_dict(s) for s in suites]
     overall = overall_verdict(suite_dicts)
     return {
@@ -164,6 +170,7 @@ def build_statement(
             "started": _iso(started),
             "finished": _iso(finished),
             "result": overall,
+            **{k: _jsonable(v) for k, v in (extra or {}).items() if k not in PREDICATE_FIELDS},
         },
     }
 

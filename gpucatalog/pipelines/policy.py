@@ -15,6 +15,8 @@ file defines it. Format::
         sourceChannel: candidate        # only what is already in candidate, same digest
         requiredProfiles: [sim]
         requireBundleSuites: true
+        requireUpgradeFrom: stable      # evidence of a certified upgrade from the version now
+                                        # newest in this channel (none needed for a first version)
 
 Which keys may sign for a channel is the trust file's business (``trust``), not this one's.
 """
@@ -53,6 +55,7 @@ SCHEMA: dict[str, Any] = {
                         "additionalProperties": {"type": "array", "items": {"type": "string"}},
                     },
                     "requireBundleSuites": {"type": "boolean"},
+                    "requireUpgradeFrom": {"type": "string", "pattern": NAME},
                 },
             },
         },
@@ -67,6 +70,7 @@ class ChannelPolicy:
     required_suites: dict[str, tuple[str, ...]]
     require_bundle_suites: bool
     source_channel: str | None
+    require_upgrade_from: str | None = None
 
     def suites_for(self, bundle: str, bundle_suites: tuple[str, ...] = ()) -> list[str]:
         """Suites required of ``bundle``: the ``"*"`` list, its own list, and its declared suites."""
@@ -104,11 +108,15 @@ def load(path: Path) -> Policy:
             required_suites={b: tuple(s) for b, s in c.get("requiredSuites", {}).items()},
             require_bundle_suites=bool(c.get("requireBundleSuites", False)),
             source_channel=c.get("sourceChannel"),
+            require_upgrade_from=c.get("requireUpgradeFrom"),
         )
     for name, c in chans.items():
         if c.source_channel is not None and c.source_channel not in chans:
             raise errors.SchemaError(f"sourceChannel {c.source_channel!r} is not a channel of this file",
                                      path=str(path), field=f"channels/{name}/sourceChannel")
+        if c.require_upgrade_from is not None and c.require_upgrade_from not in chans:
+            raise errors.SchemaError(f"requireUpgradeFrom {c.require_upgrade_from!r} is not a channel of this file",
+                                     path=str(path), field=f"channels/{name}/requireUpgradeFrom")
         if c.source_channel == name:
             raise errors.SchemaError("a channel cannot be its own source", path=str(path),
                                      field=f"channels/{name}/sourceChannel")

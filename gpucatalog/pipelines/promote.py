@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpucatalog.catalog import versions
 from gpucatalog.core import errors
 from gpucatalog.pipelines import channels, evidence, policy, trust
 
@@ -52,6 +53,7 @@ class Checked:
     evidence_digest: str
     signer: str
     envelope: bytes
+    upgrade_from: dict[str, Any] | None = None  # the predicate's upgradeFrom (an upgrade certification)
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,9 @@ def check_evidence(
     findings += suite_findings(where, pred, required_suites)
     if findings:
         return None, findings
-    return Checked(path, profile, digest, ev_digest, trusted.name_of(signer), data), []
+    up = pred.get("upgradeFrom")
+    return Checked(path, profile, digest, ev_digest, trusted.name_of(signer), data,
+                   dict(up) if isinstance(up, dict) else None), []
 
 
 def promote(
@@ -194,12 +198,15 @@ def promote(
                                        obj=f"{bundle}@{version}"))
     required = pol.suites_for(bundle, bundle_suites)
     by_profile: dict[str, Checked] = {}
+    upgrades: list[Checked] = []
     for p in evidence_paths:
         ok, f = check_evidence(p, bundle=bundle, version=version, channel=channel, trusted=trust_file,
                                fresh_digest=fresh_digest, required_suites=required)
         findings += f
         if ok is not None:
             by_profile.setdefault(ok.profile, ok)
+            if ok.upgrade_from is not None:
+                upgrades.append(ok)
     for prof in pol.required_profiles:
         if prof not in by_profile:
             findings.append(errors.Finding("required-profile", f"no passing evidence for required profile {prof!r}",
@@ -226,10 +233,12 @@ def promote(
                         late.append(errors.Finding(
                             "source-channel", f"{ref} was promoted to {pol.source_channel!r} with digest "
                             f"{item['digest']} for profile {prof!r}, not {by_profile[prof].digest}", obj=str(src.path)))
+        upgraded = _upgrade_requirement(channels_dir, pol, bundle, version, upgrades, late)
         if late:
             raise errors.CheckFailed(f"{ref} cannot be promoted to {channel!r}: {len(late)} unmet requirement(s)", late)
         first = ordered[0]
         return {
+            **({"upgradeFrom": upgraded} if upgraded else {}),
             "bundle": bundle,
             "version": version,
             "digest": first.digest,
@@ -244,4 +253,33 @@ def promote(
 
     if dry_run:
         return make_entry(channels.load(channels_dir, channel))
-    return channels.append(channels_dir, channel, make_entry, [c.envelope for c in ordered])
+    extra = [c.envelope for c in upgrades if c not in ordered]
+    return channels.append(channels_dir, channel, make_entry, [c.envelope for c in ordered] + extra)
+
+
+def _upgrade_requirement(channels_dir: Path, pol: policy.ChannelPolicy, bundle: str, version: str,
+                         upgrades: list[Checked], late: list[errors.Finding]) -> dict[str, Any] | None:
+    """``requireUpgradeFrom: C``: one passing evidence must certify the upgrade from the version
+    newest in C now (its digest as C recorded it for the evidence's profile). None when C holds
+    no earlier version of the bundle (a first release has nothing to upgrade from)."""
+    req = pol.require_upgrade_from
+    if req is None:
+        return None
+    held = channels.load(channels_dir, req)
+    earlier = [v for v in versions.sort_versions(held.versions(bundle))
+               if v != version and versions.sort_versions([v, version])[-1] == version]
+    if not earlier:
+        return None
+    base = earlier[-1]
+    entry = held.find(bundle, base) or {}
+    digests = {i["profile"]: i["digest"] for i in entry.get("evidence", [])}
+    for c in upgrades:
+        up = c.upgrade_from or {}
+        if up.get("bundle") == bundle and up.get("version") == base and up.get("digest") == digests.get(c.profile):
+            return {"channel": req, "version": base, "digest": str(up["digest"]), "evidenceDigest": c.evidence_digest}
+    seen = ", ".join(f"{(c.upgrade_from or {}).get('version')} ({c.path})" for c in upgrades) or "none"
+    late.append(errors.Finding(
+        "upgrade-from", f"{bundle}@{version} needs evidence of a certified upgrade from {bundle}@{base} (newest in "
+        f"{req!r}, digest {', '.join(sorted(set(digests.values())))}); upgrade evidence given: {seen}. Run: catalog certify "
+        f"{bundle}@{version} --upgrade-from {req}", obj=str(held.path)))
+    return None

@@ -19,7 +19,7 @@ def _add_profile(repo_copy: Path, text: str) -> None:
 
 
 def _validate(repo_copy: Path, profile: str) -> int:
-    return main(["--catalog-dir", str(repo_copy), "validate", "gpu-queueing", "--profile", profile, "--no-lint"])
+    return main(["--catalog-dir", str(repo_copy), "validate", "gpu-queueing@0.1.0", "--profile", profile, "--no-lint"])
 
 
 def test_flavor_for_a_gpu_product_no_shape_has(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -56,7 +56,7 @@ def test_sim_profile_nodesets_match_the_sim_cluster_nodes() -> None:
 def test_nodeset_gres_count_differing_from_its_shape_fails(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _add_profile(repo_copy, "        slurm:\n          nodesets:\n"
                             "            h100: {enabled: true, replicas: 2, shape: h100-80gb-x8, gpu: {type: h100, count: 4}}\n")
-    rc = main(["--catalog-dir", str(repo_copy), "validate", "slurm", "--profile", "broken", "--no-lint"])
+    rc = main(["--catalog-dir", str(repo_copy), "validate", "slurm@0.1.0", "--profile", "broken", "--no-lint"])
     err = capsys.readouterr().err
     assert rc == 1
     assert "slurm.nodeset-gres" in err and "NodeSet/h100" in err and "spec.extraConf" in err
@@ -66,7 +66,7 @@ def test_nodeset_gres_count_differing_from_its_shape_fails(repo_copy: Path, caps
 def test_partition_naming_a_missing_nodeset_fails(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _add_profile(repo_copy, "        slurm:\n          partitions:\n"
                             "            batch: {nodesets: [h100, a100], priorityTier: 1, default: true}\n")
-    rc = main(["--catalog-dir", str(repo_copy), "validate", "slurm", "--profile", "broken", "--no-lint"])
+    rc = main(["--catalog-dir", str(repo_copy), "validate", "slurm@0.1.0", "--profile", "broken", "--no-lint"])
     err = capsys.readouterr().err
     assert rc == 1
     assert "slurm.partition-nodeset" in err and "partition/batch" in err and "Nodes" in err and "'a100'" in err
@@ -75,7 +75,7 @@ def test_partition_naming_a_missing_nodeset_fails(repo_copy: Path, capsys: pytes
 def test_unsupported_slurm_version_fails(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _add_profile(repo_copy, '        slurm:\n          slurmVersion: "24.05"\n'
                             "          image: {tag: 24.05-ubuntu24.04}\n")
-    rc = main(["--catalog-dir", str(repo_copy), "validate", "slurm", "--profile", "broken", "--no-lint"])
+    rc = main(["--catalog-dir", str(repo_copy), "validate", "slurm@0.1.0", "--profile", "broken", "--no-lint"])
     err = capsys.readouterr().err
     assert rc == 1
     assert "slurm.version" in err and "Controller/slurm" in err
@@ -87,7 +87,7 @@ def test_operator_off_the_supported_line_is_refused_by_its_values_schema(
     repo_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _add_profile(repo_copy, '        slurm-operator:\n          image: {tag: "1.1.2"}\n')
-    rc = main(["--catalog-dir", str(repo_copy), "validate", "slurm", "--profile", "broken", "--no-lint"])
+    rc = main(["--catalog-dir", str(repo_copy), "validate", "slurm@0.1.0", "--profile", "broken", "--no-lint"])
     err = capsys.readouterr().err
     assert rc == 2  # bad input: the chart's values.schema.json pins the 1.2.x line
     assert "image" in err and "tag" in err and "1.1.2" in err

@@ -302,6 +302,11 @@ class SimCluster(
             started.append(f"toolchain binary {tool} {build.versions()[tool]} for the sim kubelet")
         return started + services.start_slurm(self.layout, self.name, self.core(), objects, timeout)
 
+    def update_services(self, objects: Sequence[Mapping[str, Any]]) -> list[str]:
+        """After an upgrade's Helm releases: host services take the new rendered ``objects``
+        (the running Slurm cluster is reconfigured, as Slinky's operator would); one line each."""
+        return services.reconfigure_slurm(self.layout, self.core(), objects)
+
     def endpoints(self) -> dict[str, str]:
         """Non-Kubernetes endpoints for suites: ``slurm_conf`` while a Slurm cluster runs."""
         return services.endpoints(self.layout)

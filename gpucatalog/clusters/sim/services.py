@@ -52,6 +52,22 @@ def start_slurm(lay: Layout, cluster_name: str, core: Any, objects: Sequence[Map
             + (", slurmdbd + MariaDB" if spec.accounting else "") + f", started in {t:.1f}s"]
 
 
+def reconfigure_slurm(lay: Layout, core: Any, objects: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Play Slinky's operator reconciling changed CRs (an upgrade): the Slurm cluster this process
+    started takes the configuration the new ``objects`` call for; one line per change."""
+    from gpucatalog.clusters import slurm
+    from gpucatalog.clusters.slurm import placement
+
+    cluster = _SLURM_CHILDREN.get(str(lay.root))
+    if cluster is None:
+        return []
+    nodes = [(str(n.metadata.name), dict(n.metadata.labels or {})) for n in core.list_node().items]
+    spec = slurm.from_manifests(objects, node_names=placement.place(objects, nodes))
+    changed = cluster.reconfigure(spec)
+    return [f"Slurm cluster {spec.cluster_name!r} reconfigured (scontrol reconfigure): "
+            + (", ".join(changed) if changed else "no change")]
+
+
 def stop(lay: Layout) -> None:
     """Every daemon, job and step of the cluster's Slurm cluster, found from its folder and the
     processes' environment alone (works after a crash; nothing to do without one); daemons

@@ -63,6 +63,26 @@ class SlurmCluster:
         cleanup.remove(self.layout)
         self.sup.reap()
 
+    def reconfigure(self, spec: ClusterSpec) -> list[str]:
+        """Apply a new version of the configuration to the running cluster, as Slinky's operator
+        does when its CRs change: rewrite slurm.conf and gres.conf (same nodes, same ports) and
+        ``scontrol reconfigure``; jobs keep running. Returns the slurm.conf lines that changed.
+        A change of nodes (NodeSets, replicas, GPUs) is refused: it needs new slurmd daemons."""
+        if self.ports is None:
+            raise errors.ConflictError("the Slurm cluster is not running; start it first")
+        if [(ns.name, ns.node_names(), ns.gpus) for ns in spec.nodesets] != \
+                [(ns.name, ns.node_names(), ns.gpus) for ns in self.spec.nodesets]:
+            raise errors.InputError("a reconfiguration cannot change Slurm's nodes (NodeSets, replicas, GPUs)",
+                                    field="NodeSet")
+        old = self.layout.slurm_conf.read_text().splitlines()
+        self.spec = spec
+        self.layout.slurm_conf.write_text(config.slurm_conf(spec, self.layout, self.ports))
+        self.layout.gres_conf.write_text(config.gres_conf(spec, self.layout))
+        executor.run(["scontrol", "reconfigure"], env=self.env, timeout=60)
+        self._wait("slurmctld to answer ping after reconfigure", self._ctld_up, 60)
+        new = self.layout.slurm_conf.read_text().splitlines()
+        return [f"+{line}" for line in new if line not in old] + [f"-{line}" for line in old if line not in new]
+
     def slurm_version(self) -> str:
         out = executor.run(["slurmctld", "-V"], env=self.env).stdout.strip()
         return out.split()[-1]

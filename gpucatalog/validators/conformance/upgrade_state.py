@@ -1,0 +1,187 @@
+"""What an upgrade must not lose, read from the Kubernetes API before and after it.
+
+A ``Snapshot`` holds the running workload pods (UID, node, restart count), Kueue's Workloads
+(UID, admission, evictions) and every queue object a user owns (Kueue ResourceFlavors, Cohorts,
+ClusterQueues, LocalQueues: UID and spec). ``compare`` names every difference an upgrade may not
+make: a running pod gone, replaced, moved or restarted; an admitted Workload evicted, requeued or
+no longer admitted; a queue object deleted, recreated, or whose spec is neither what it was nor
+what the new version renders for it.
+
+Called by the upgrade pipeline (``pipelines.upgrade``) through ``upgrade_kueue``. Talks only to
+the Kubernetes API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpucatalog.validators.conformance import kube_client, kueue_space
+
+QUEUE_KINDS = {"ResourceFlavor": "resourceflavors", "Cohort": "cohorts", "ClusterQueue": "clusterqueues",
+               "LocalQueue": "localqueues"}
+NAMESPACED = {"LocalQueue"}
+
+
+@dataclass(frozen=True)
+class PodState:
+    uid: str
+    node: str
+    restarts: int
+    phase: str
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    uid: str
+    admitted: bool
+    cluster_queue: str
+    local_queue: str  # "ns/name"
+    evictions: int  # Evicted conditions seen, plus requeueState.count
+
+
+@dataclass
+class Snapshot:
+    pods: dict[str, PodState] = field(default_factory=dict)  # "ns/name"
+    workloads: dict[str, WorkloadState] = field(default_factory=dict)  # "ns/name"
+    queues: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # "Kind ns/name" -> (uid, spec)
+    # queue objects being deleted (a finalizer such as Kueue's resource-in-use holds them)
+    deleting: set[str] = field(default_factory=set)
+
+
+def queue_key(kind: str, name: str, namespace: str = "") -> str:
+    return f"{kind} {namespace + '/' if namespace else ''}{name}"
+
+
+def _workload_state(w: dict[str, Any]) -> WorkloadState:
+    st = w.get("status") or {}
+    conds = {c.get("type"): c for c in st.get("conditions") or []}
+    evicted = 1 if (conds.get("Evicted") or {}).get("status") == "True" else 0
+    requeued = int((st.get("requeueState") or {}).get("count") or 0)
+    return WorkloadState(
+        uid=str(w["metadata"]["uid"]),
+        admitted=(conds.get("Admitted") or {}).get("status") == "True",
+        cluster_queue=str((st.get("admission") or {}).get("clusterQueue") or ""),
+        local_queue=f"{w['metadata'].get('namespace', '')}/{(w.get('spec') or {}).get('queueName', '')}",
+        evictions=evicted + requeued,
+    )
+
+
+def take(kube: kube_client.Kube, namespaces: list[str]) -> Snapshot:
+    """Pods and Workloads of ``namespaces`` (the workload set's), and every Kueue queue object."""
+    snap = Snapshot()
+    for ns in namespaces:
+        for pod in kube.call(f"list pods of {ns}", kube.core.list_namespaced_pod, ns).items:
+            if pod.metadata.deletion_timestamp is not None or not pod.spec.node_name:
+                continue
+            st = (pod.status.container_statuses or []) if pod.status else []
+            snap.pods[f"{ns}/{pod.metadata.name}"] = PodState(
+                uid=str(pod.metadata.uid), node=str(pod.spec.node_name),
+                restarts=sum(c.restart_count for c in st), phase=str(pod.status.phase if pod.status else ""))
+        found = kube.call(f"list Workloads of {ns}", kube.custom.list_namespaced_custom_object,
+                          kueue_space.GROUP, kueue_space.VERSION, ns, "workloads")
+        for w in found.get("items", []):
+            snap.workloads[f"{ns}/{w['metadata']['name']}"] = _workload_state(w)
+    for kind, plural in QUEUE_KINDS.items():
+        found = kube.call(f"list {plural}", kube.custom.list_cluster_custom_object,
+                          kueue_space.GROUP, kueue_space.VERSION, plural)
+        for o in found.get("items", []):
+            md = o["metadata"]
+            k = queue_key(kind, md["name"], md.get("namespace", ""))
+            snap.queues[k] = (str(md["uid"]), o.get("spec") or {})
+            if md.get("deletionTimestamp"):
+                snap.deleting.add(k)
+    return snap
+
+
+def contains(live: Any, want: Any) -> bool:
+    """``want`` (a rendered spec) is in ``live`` (the server's, with defaults filled in)."""
+    if isinstance(want, Mapping):
+        return isinstance(live, Mapping) and all(k in live and contains(live[k], v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(live, list) and len(live) == len(want) and all(contains(a, b) for a, b in zip(live, want, strict=True))
+    if isinstance(want, (int, float)) and not isinstance(want, bool) and isinstance(live, str):
+        return live == str(want)  # quantities come back as strings
+    return bool(live == want)
+
+
+def rendered_queues(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """"Kind ns/name" -> spec of every queue object in a version's rendering."""
+    out: dict[str, dict[str, Any]] = {}
+    for o in objects:
+        if o.get("kind") in QUEUE_KINDS and str(o.get("apiVersion", "")).startswith(kueue_space.GROUP + "/"):
+            md = o.get("metadata") or {}
+            out[queue_key(o["kind"], md.get("name", ""), md.get("namespace", ""))] = o.get("spec") or {}
+    return out
+
+
+def held(before: Snapshot) -> set[str]:
+    """Queue objects that admitted Workloads stand in: their ClusterQueue and LocalQueue, and
+    the ClusterQueue's cohort with every cohort above it."""
+    out: set[str] = set()
+    for w in before.workloads.values():
+        if w.admitted:
+            cq = queue_key("ClusterQueue", w.cluster_queue)
+            out.add(cq)
+            ns, _, name = w.local_queue.partition("/")
+            out.add(queue_key("LocalQueue", name, ns))
+            cohort = str((before.queues.get(cq) or ("", {}))[1].get("cohortName") or "")
+            while cohort and queue_key("Cohort", cohort) not in out:
+                out.add(queue_key("Cohort", cohort))
+                cohort = str((before.queues.get(queue_key("Cohort", cohort)) or ("", {}))[1].get("parentName") or "")
+    return out
+
+
+def compare(before: Snapshot, after: Snapshot, target: Mapping[str, dict[str, Any]],
+            previous: Mapping[str, dict[str, Any]], version: str) -> list[str]:
+    """Every way ``after`` lost what ``before`` had. ``target`` is what ``version`` renders,
+    ``previous`` what the release before it rendered: an object only the previous release
+    rendered may go with it, unless admitted Workloads stand in it; any other object must stay."""
+    problems: list[str] = []
+    in_use = held(before)
+    for key, was in sorted(before.pods.items()):
+        now = after.pods.get(key)
+        if now is None:
+            problems.append(f"running pod {key} is gone after the upgrade to {version} (evicted or deleted)")
+        elif now.uid != was.uid:
+            problems.append(f"pod {key} was replaced (uid {was.uid[:8]} -> {now.uid[:8]})")
+        elif now.node != was.node:
+            problems.append(f"pod {key} moved from {was.node} to {now.node}")
+        elif now.restarts > was.restarts:
+            problems.append(f"pod {key} restarted ({was.restarts} -> {now.restarts})")
+        elif now.phase != was.phase:
+            problems.append(f"pod {key} went from {was.phase} to {now.phase}")
+    for key, was_w in sorted(before.workloads.items()):
+        if not was_w.admitted:
+            continue
+        now_w = after.workloads.get(key)
+        if now_w is None:
+            problems.append(f"admitted Workload {key} is gone after the upgrade to {version}")
+        elif now_w.uid != was_w.uid:
+            problems.append(f"Workload {key} was recreated (its Job was requeued)")
+        elif not now_w.admitted:
+            problems.append(f"Workload {key} is no longer admitted (was admitted to ClusterQueue {was_w.cluster_queue})")
+        elif now_w.evictions > was_w.evictions:
+            problems.append(f"Workload {key} was evicted or requeued during the upgrade")
+    for key, (uid, spec) in sorted(before.queues.items()):
+        now_q = after.queues.get(key)
+        if now_q is None:
+            if key in previous and key not in target and key not in in_use:
+                continue  # the release dropped an object nothing stood in
+            why = "not in its rendering" if key not in target else "deleted"
+            users = " while admitted Workloads stood in it" if key in in_use else ""
+            problems.append(f"{key} did not survive the upgrade to {version} ({why}){users}; its spec was {spec}")
+            continue
+        if key in after.deleting and key not in before.deleting:
+            users = "; admitted Workloads stand in it, so Kueue's finalizer holds it" if key in in_use else ""
+            problems.append(f"{key} is being deleted by the upgrade to {version}{users}")
+            continue
+        if now_q[0] != uid:
+            problems.append(f"{key} was deleted and recreated (uid {uid[:8]} -> {now_q[0][:8]})")
+        want = target.get(key)
+        if want is not None and not contains(now_q[1], want):
+            problems.append(f"{key} spec is not what {version} renders: has {now_q[1]}, renders {want}")
+        if want is None and now_q[1] != spec:
+            problems.append(f"{key} (not {version}'s own) changed spec: {spec} -> {now_q[1]}")
+    return problems
