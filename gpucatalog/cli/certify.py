@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "catalog certify gpu-scheduling --cluster sim --suite fault_remediation --json",
             "catalog certify slurm@0.1.0 --cluster kubeconfig=~/.kube/gpu --profile h100-8x --evidence ev",
             "catalog certify gpu-scheduling --cluster sim --image-map kai-images.yaml --evidence out/evidence",
+            "catalog certify gpu-queueing --cluster sim --kubernetes 1.35 --evidence out/ev-1.35",
+            "catalog certify gpu-queueing --cluster sim --kubernetes 1.37 --outside-range --evidence out/ev-1.37",
         ],
     )
     p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
@@ -40,6 +42,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--image-map", type=Path, metavar="FILE",
                    help="sim only: an image-map overlay mapping images to executables on this host (bring your own "
                         "binaries, e.g. KAI's; see docs/kai.md); default $GPU_CATALOG_IMAGE_MAP")
+    p.add_argument("--kubernetes", metavar="MINOR",
+                   help="sim only: the Kubernetes release to certify on (a minor the toolchain lists, e.g. 1.35; "
+                        "default: the toolchain's); refused outside a component's declared range")
+    p.add_argument("--outside-range", action="store_true",
+                   help="probe a Kubernetes release outside a component's declared range; the evidence says the "
+                        "result is exploratory (never promotable)")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -57,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         keep_cluster=args.keep_cluster,
         ready_timeout_s=args.ready_timeout,
         image_map=args.image_map,
+        kubernetes=args.kubernetes,
+        outside_range=args.outside_range,
     )
     outcome = certify.run(cat, opts, say=lambda m: print(m, file=sys.stderr))
     if args.json:

@@ -146,11 +146,13 @@ def build_statement(
     suites: Sequence[SuiteLike | Mapping[str, Any]],
     started: float | str,
     finished: float | str,
+    exploratory: bool = False,
 ) -> dict[str, Any]:
-    """The unsigned in-toto Statement v1 for one certification run."""
+    """The unsigned in-toto Statement v1 for one certification run. ``exploratory``: run outside
+    a component's declared Kubernetes range (never promotable; the matrix shows it as such)."""
     suite_dicts = [_suite_dict(s) for s in suites]
     overall = overall_verdict(suite_dicts)
-    return {
+    statement: dict[str, Any] = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": f"{bundle}@{version}", "digest": {"sha256": digest_hex(digest)}}],
         "predicateType": PREDICATE_TYPE,
@@ -166,6 +168,9 @@ def build_statement(
             "result": overall,
         },
     }
+    if exploratory:
+        statement["predicate"]["exploratory"] = True
+    return statement
 
 
 def sign_statement(statement: Mapping[str, Any], key: ed25519.Ed25519PrivateKey) -> dict[str, Any]:
