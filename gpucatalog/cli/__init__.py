@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "promote",
     "publish",
     "certify",
+    "matrix",
     "install",
     "cluster",
 )
