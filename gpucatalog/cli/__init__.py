@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "publish",
     "certify",
     "matrix",
+    "conformance",
     "install",
     "cluster",
 )
