@@ -13,6 +13,7 @@ from gpucatalog.toolchain import releases
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(1800)
 def test_one_live_cell_then_cached(tmp_path: Path) -> None:
     cat = loader.load_catalog()
     key = keys.generate(tmp_path / "keys", "matrix")
