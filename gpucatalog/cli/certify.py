@@ -89,6 +89,9 @@ def _table(o: certify.Outcome) -> None:
     console.print(t)
     verdict = o.result.upper()
     note = " (a required case was not run: incomplete is not passed)" if o.result == "incomplete" else ""
+    if o.exploratory:
+        note += (f" (EXPLORATORY: Kubernetes {o.cluster.get('requestedKubernetes')} is outside the declared range: "
+                 f"{'; '.join(o.cluster.get('outsideRange') or [])}; never promotable)")
     print(f"{verdict} in {o.finished - o.started:.0f}s{note}")
     if o.paths:
         print(f"evidence: {o.paths.envelope}")
