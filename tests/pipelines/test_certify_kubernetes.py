@@ -86,3 +86,16 @@ def test_exploratory_evidence_never_promotes() -> None:
         cluster={}, tools={}, started=0.0, finished=1.0, suites=[])
     assert "exploratory" not in plain["predicate"]
     assert promote.kubernetes_of(st["predicate"]) == "1.37.2" and promote.minor_of("1.37.2") == "1.37"
+
+
+def test_the_sim_chooses_a_listed_release_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpucatalog.clusters import provider
+    from gpucatalog.clusters.sim import SimCluster
+    sim = SimCluster("never-started")
+    assert isinstance(sim, provider.RunsKubernetesReleases)
+    sim.use_kubernetes("1.35")
+    assert sim._kubernetes == "v1.35.4" and sim.kubernetes_releases()[0] == "v1.34.4"
+    with pytest.raises(errors.InputError, match="1.33"):
+        sim.use_kubernetes("1.33")
+    assert main(["cluster", "up", "--name", "never-started", "--kubernetes", "1.33"]) == 2
+    assert "1.36 (v1.36.3)" in capsys.readouterr().err and not sim.running()
