@@ -36,6 +36,7 @@ def case_agents_report(env: remediation_env.Env, res: base.CaseResult) -> None:
     env.reset_breaker()
     for node in env.nodes:
         env.ensure_healthy(node)
+    res.details["fault_history_cleared"] = env.forget_fault_history()
     res.details["gpu_nodes"] = len(env.nodes)
 
 

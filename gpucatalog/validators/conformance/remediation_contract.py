@@ -21,6 +21,8 @@ SKIPPED = PREFIX + "skipped"
 RESOLVED = PREFIX + "resolved"
 ACTION = PREFIX + "repair-action"
 CORDONED_BY = PREFIX + "cordoned-by"
+# when each recent fault happened: enough of them in the flap window send a node to hardware repair
+FAULT_HISTORY = PREFIX + "fault-history"
 BREAKER_CM = "gpu-health-breaker"
 # The PCIe link: one condition type, two finding reasons (a Warning Event when a finding is not
 # a fault, the condition's reason when it is)

@@ -74,6 +74,19 @@ class Env:
                                                         "trippedReason": ""}},
                               content_type="application/merge-patch+json")
 
+    def forget_fault_history(self) -> list[str]:
+        """Clear the flap history of every GPU node back in service, as a technician does after a
+        maintenance window: on a kept cluster the faults of earlier runs would otherwise count
+        against this run and send a node to hardware repair instead of a reboot. A node still in
+        remediation keeps its history. Returns the nodes cleared."""
+        cleared = []
+        for name in self.nodes:
+            n = self.node(name)
+            if rc.FAULT_HISTORY in rc.annots(n) and rc.state(n) == "healthy" and not rc.cordoned(n):
+                self.patch_node(name, {"metadata": {"annotations": {rc.FAULT_HISTORY: None}}})
+                cleared.append(name)
+        return cleared
+
     def clear(self, node: str) -> None:
         self.inject(node, "clear")
 
