@@ -47,4 +47,13 @@ test: setup lint scan
 unit: $(VENV)/.installed
 	$(PY) -m pytest -q -m "$(UNIT_MARKERS)"
 
-.PHONY: help setup lint scan test unit
+# The compatibility matrix: bundles x Kubernetes minors (docs/matrix.md).
+MATRIX_BUNDLES ?= gpu-queueing slurm
+MATRIX_KUBERNETES ?= 1.34,1.35,1.36,1.37
+MATRIX_OUT ?= out/matrix
+
+## matrix: certify MATRIX_BUNDLES on each of MATRIX_KUBERNETES (one sim cluster at a time; cells already certified for the same digest are reused) into MATRIX_OUT
+matrix: $(VENV)/.installed
+	$(BIN)/catalog matrix $(MATRIX_BUNDLES) --kubernetes $(MATRIX_KUBERNETES) --out $(MATRIX_OUT)
+
+.PHONY: help setup lint scan test unit matrix

@@ -22,6 +22,8 @@ COMMAND_MODULES = (
     "promote",
     "publish",
     "certify",
+    "matrix",
+    "conformance",
     "install",
     "cluster",
 )

@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "catalog certify gpu-scheduling --cluster kubeconfig=~/.kube/gpu --profile h100-8x --inject-faults",
             "catalog certify gpu-queueing@0.2.0 --cluster sim --upgrade-from 0.1.0 --evidence out/upgrade",
             "catalog certify gpu-queueing@0.2.0 --cluster sim --upgrade-from stable --rollback",
+            "catalog certify gpu-queueing --cluster sim --kubernetes 1.35 --evidence out/ev-1.35",
+            "catalog certify gpu-queueing --cluster sim --kubernetes 1.37 --outside-range --evidence out/ev-1.37",
         ],
     )
     p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
@@ -55,6 +57,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "lost, then run the suites (docs/upgrades.md)")
     p.add_argument("--rollback", action="store_true",
                    help="with --upgrade-from: after the upgrade, go back to the old version and check again")
+    p.add_argument("--kubernetes", metavar="MINOR",
+                   help="sim only: the Kubernetes release to certify on (a minor the toolchain lists, e.g. 1.35; "
+                        "default: the toolchain's); refused outside a component's declared range")
+    p.add_argument("--outside-range", action="store_true",
+                   help="probe a Kubernetes release outside a component's declared range; the evidence says the "
+                        "result is exploratory (never promotable)")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -73,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         ready_timeout_s=args.ready_timeout,
         image_map=args.image_map,
         inject_faults=args.inject_faults,
+        kubernetes=args.kubernetes,
+        outside_range=args.outside_range,
     )
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if args.rollback and not args.upgrade_from:
@@ -101,6 +111,9 @@ def _table(o: certify.Outcome) -> None:
     console.print(t)
     verdict = o.result.upper()
     note = " (a required case was not run: incomplete is not passed)" if o.result == "incomplete" else ""
+    if o.exploratory:
+        note += (f" (EXPLORATORY: Kubernetes {o.cluster.get('requestedKubernetes')} is outside the declared range: "
+                 f"{'; '.join(o.cluster.get('outsideRange') or [])}; never promotable)")
     print(f"{verdict} in {o.finished - o.started:.0f}s{note}")
     for note in o.notes:
         print(note)

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from gpucatalog.clusters import shapes
 from gpucatalog.clusters.sim import SimCluster, faults, list_clusters
+from gpucatalog.toolchain import releases
 
 EPILOG = """examples:
   catalog cluster up --nodes 8 --shape h100-80gb-x8
   catalog cluster up --image-map kai-images.yaml      # run KAI's own binaries (docs/kai.md)
+  catalog cluster up --kubernetes 1.35                # another listed minor (built on first use)
   KUBECONFIG=$(catalog cluster up --name ci | tail -1) kubectl get nodes
   catalog cluster status --name ci --json
   catalog cluster inject-fault h100-node-0003 --kind xid --code 79 --gpu 2
@@ -49,6 +51,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--image-map", type=Path, metavar="FILE",
                     help="image-map overlay: images to run as executables on this host (bring your own binaries); "
                          "default $GPU_CATALOG_IMAGE_MAP")
+    up.add_argument("--kubernetes", metavar="MINOR",
+                    help="Kubernetes release of the control plane: "
+                         + ", ".join(releases.minor(r) for r in releases.supported())
+                         + f" (default {releases.minor(releases.default())}); another minor is built on first use")
     up.set_defaults(func=_up)
 
     st = csub.add_parser("status", help="show the cluster's processes and their health",
@@ -93,6 +99,7 @@ def _up(args: argparse.Namespace) -> int:
     kubeconfig = SimCluster(args.name).up(
         args.nodes, args.shape, restart=args.restart, api_port=args.api_port, timeout=args.timeout,
         progress=lambda m: print(m, file=sys.stderr, flush=True), image_map=args.image_map,
+        kubernetes=args.kubernetes,
     )
     print(kubeconfig)
     return 0

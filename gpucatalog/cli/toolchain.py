@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from gpucatalog.toolchain import build
+from gpucatalog.toolchain import build, releases
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -15,24 +15,39 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="build and cache the pinned upstream tools",
         description="Build every pinned tool (helm, kubectl, kube-apiserver, etcd, kwok …) from its "
         "release through the Go module proxy, cached by version.",
-        epilog="examples:\n  catalog toolchain ensure\n  catalog toolchain list --json",
+        epilog="examples:\n  catalog toolchain ensure\n  catalog toolchain ensure --kubernetes 1.35\n"
+        "  catalog toolchain list --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("action", choices=["ensure", "list"], help="ensure: build what is missing; list: show pins")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--kubernetes", metavar="MINOR[,MINOR…]",
+                   help="ensure: build only the control plane of these Kubernetes releases (e.g. 1.34,1.35; "
+                        "listed: " + ", ".join(releases.minor(r) for r in releases.supported()) + ")")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "list":
         rows = {t: {"version": v, "cached": str(build.cached(t) or "")} for t, v in build.versions().items()}
+        # the other Kubernetes releases the sim can run, built or not
+        for r in releases.supported():
+            if r != releases.default():
+                rows.update({f"{t}@{r}": {"version": r, "cached": str(build.cached(t, r) or "")}
+                             for t in build.group_of("kube-apiserver").tools})
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
-            for t, r in rows.items():
-                print(f"{t:26} {r['version']:10} {r['cached'] or '(not built)'}")
+            for t, row in rows.items():
+                print(f"{t:26} {row['version']:10} {row['cached'] or '(not built)'}")
         return 0
-    paths = build.ensure_all(progress=lambda m: print(m, file=sys.stderr))
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    if args.kubernetes:
+        kube_tools = build.group_of("kube-apiserver").tools
+        paths = {f"{t} {r}": build.ensure(t, say, version=r)
+                 for r in releases.resolve_list(args.kubernetes) for t in kube_tools}
+    else:
+        paths = build.ensure_all(progress=say)
     for t, p in paths.items():
         print(f"{t:26} {p}")
     return 0

@@ -6,17 +6,18 @@ returns a :class:`ClusterProvider` (six methods: ``available``, ``up``, ``wait_r
 its own, a small protocol a provider class names among its bases (as kwok's runtimes declare the
 interfaces they implement):
 
-==========================  ==================================  ================================
-capability                  methods                             who
-==========================  ==================================  ================================
-:class:`ExplainsUnavailable`  ``reason()``                      kind, kubeconfig
-:class:`AddsNodes`          ``add_nodes(count, shape)``         sim
-:class:`StartsServices`     ``start_services(objects)``         sim (a Slurm cluster)
-:class:`InjectsFaults`      ``inject_fault``, ``clear_fault``   sim
-:class:`OffersEndpoints`    ``endpoints()``                     sim
-:class:`DescribesParts`     ``live_parts``, ``simulated_parts`` sim, kind
-:class:`RunsImageMaps`      ``use_image_map``, ``mapped_images`` sim
-==========================  ==================================  ================================
+===============================  ===========================================  =====================
+capability                       methods                                      who
+===============================  ===========================================  =====================
+:class:`ExplainsUnavailable`     ``reason()``                                 kind, kubeconfig
+:class:`AddsNodes`               ``add_nodes(count, shape)``                  sim
+:class:`StartsServices`          ``start_services(objects)``                  sim (a Slurm cluster)
+:class:`InjectsFaults`           ``inject_fault``, ``clear_fault``            sim
+:class:`OffersEndpoints`         ``endpoints()``                              sim
+:class:`DescribesParts`          ``live_parts``, ``simulated_parts``          sim, kind
+:class:`RunsImageMaps`           ``use_image_map``, ``mapped_images``         sim
+:class:`RunsKubernetesReleases`  ``use_kubernetes``, ``kubernetes_releases``  sim
+===============================  ===========================================  =====================
 
 Callers ask with ``isinstance(prov, provider.InjectsFaults)`` (the protocols are runtime
 checkable) and raise :func:`missing`'s input error naming what is missing. A conformance suite
@@ -150,6 +151,19 @@ class RunsImageMaps(Protocol):
         ...
 
 
+@runtime_checkable
+class RunsKubernetesReleases(Protocol):
+    """A provider that starts its cluster at a Kubernetes release chosen per run (``--kubernetes``)."""
+
+    def use_kubernetes(self, release: str | None) -> None:
+        """Run ``release`` (``1.35`` or ``v1.35.4``) with the next ``up``; InputError if unlisted."""
+        ...
+
+    def kubernetes_releases(self) -> tuple[str, ...]:
+        """Every release it can run, oldest first."""
+        ...
+
+
 # How each capability is named in an error message.
 CAPABILITY_NAMES: dict[type, str] = {
     ExplainsUnavailable: "explaining unavailability (reason)",
@@ -159,6 +173,7 @@ CAPABILITY_NAMES: dict[type, str] = {
     OffersEndpoints: "suite endpoints (endpoints)",
     DescribesParts: "describing live and simulated parts (live_parts, simulated_parts)",
     RunsImageMaps: "an image-map overlay (use_image_map, mapped_images)",
+    RunsKubernetesReleases: "choosing the Kubernetes release (use_kubernetes)",
 }
 
 # provider kind -> "module:Class"; the class is built as Class(cluster_name).

@@ -80,7 +80,9 @@ def verify(catalog_dir: Path, channel: str, bundle: str, version: str, profile: 
     if entry is None:
         raise errors.CheckFailed(f"{ref} is not in channel {channel!r}", [errors.Finding(
             "channel", f"promoted: {', '.join(ch.versions(bundle)) or 'none'}", obj=str(ch.path))])
-    items = {i["profile"]: i for i in entry["evidence"]}
+    items: dict[str, Any] = {}
+    for i in entry["evidence"]:
+        items.setdefault(i["profile"], i)  # the first per profile; later ones are further Kubernetes minors
     item = items.get(profile)
     if item is None:
         raise errors.CheckFailed(

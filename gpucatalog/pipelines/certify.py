@@ -15,11 +15,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.catalog import install, model, render
+from gpucatalog.catalog import install, model, render, versions
 from gpucatalog.clusters import provider as providers
 from gpucatalog.core import errors
 from gpucatalog.pipelines import cluster_facts, evidence, fault_injection, keys, logscan
-from gpucatalog.toolchain import build
+from gpucatalog.toolchain import build, releases
 from gpucatalog.validators import bundle_checks
 from gpucatalog.validators.conformance import SUITES, base
 
@@ -42,6 +42,8 @@ class Options:
     # None: the provider's own fault injector, if any; "auto": that, else the pod injector;
     # "pod": the pod injector everywhere (see pipelines.fault_injection)
     inject_faults: str | None = None
+    kubernetes: str | None = None  # a listed release (``1.35``) to start the cluster at; None: the default
+    outside_range: bool = False  # probe a release outside a component's range; the result is exploratory
 
 
 @dataclass
@@ -63,6 +65,11 @@ class Outcome:
     def passed(self) -> bool:
         return self.result == "passed"
 
+    @property
+    def exploratory(self) -> bool:
+        """Run outside a component's declared Kubernetes range (``--outside-range``)."""
+        return bool(self.cluster.get("exploratory"))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "bundle": self.rendered.bundle,
@@ -70,6 +77,7 @@ class Outcome:
             "profile": self.rendered.profile,
             "digest": self.rendered.digest,
             "result": self.result,
+            "exploratory": self.exploratory,
             "cluster": self.cluster,
             "suites": [s.to_dict() for s in self.suites],
             "seconds": round(self.finished - self.started, 3),
@@ -182,6 +190,31 @@ def _scan_logs(rb: render.RenderedBundle, kubeconfig: Path, opts: Options, resul
         results.append(scanned)
 
 
+def outside_range(rb: render.RenderedBundle, release: str) -> list[str]:
+    """Each component whose declared Kubernetes range excludes ``release``, with its range."""
+    out = []
+    for c in rb.components:
+        rng = rb.lock_component(c.name).get("kubernetes")
+        if rng and not versions.satisfies(release.lstrip("v"), rng):
+            out.append(f"{c.name} {c.version} supports Kubernetes {rng}")
+    return out
+
+
+def _check_range(rb: render.RenderedBundle, release: str, opts: Options, info: dict[str, Any]) -> None:
+    """Refuse (exit 2) a release outside a component's range unless --outside-range probes it;
+    a probe is recorded as exploratory in the evidence."""
+    info["requestedKubernetes"] = release
+    outside = outside_range(rb, release)
+    if not outside:
+        return
+    if not opts.outside_range:
+        raise errors.InputError(
+            f"{rb.ref} is not declared for Kubernetes {release}: {'; '.join(outside)}", field="--kubernetes",
+            expected="a release inside every component's range, or --outside-range to probe it (exploratory)")
+    info["exploratory"] = True
+    info["outsideRange"] = outside
+
+
 def _signing_key(opts: Options, say: Say) -> Path:
     if opts.signing_key is not None:
         keys.load_private(opts.signing_key)  # permissions and format checked before any work
@@ -200,15 +233,18 @@ def run(cat: model.Catalog, opts: Options, say: Say) -> Outcome:
         raise errors.InputError("evidence path exists and is not a folder", path=str(opts.evidence_dir),
                                 field="--evidence", expected="a new or existing folder")
     key_path = _signing_key(opts, say) if opts.evidence_dir else None
+    release = releases.resolve(opts.kubernetes) if opts.kubernetes is not None else None
     say(f"rendering {opts.bundle} for profile {profile}")
     rb = render.render_bundle(cat, opts.bundle, profile)
     suite_names = select_suites(rb.suites, opts.suites)
+    cluster_info: dict[str, Any] = {"provider": kind, "profile": profile}
+    if release is not None:
+        _check_range(rb, release, opts, cluster_info)
     results: list[base.SuiteResult] = []
     say("static validation")
     t0 = time.monotonic()
     findings = bundle_checks.check_rendered(rb)
     results.append(_static_suite(findings, time.monotonic() - t0))
-    cluster_info: dict[str, Any] = {"provider": kind, "profile": profile}
     if not findings:
         t1 = time.monotonic()
         try:
@@ -222,7 +258,8 @@ def run(cat: model.Catalog, opts: Options, say: Say) -> Outcome:
     if opts.evidence_dir is not None and key_path is not None:
         statement = evidence.build_statement(
             bundle=rb.bundle, version=rb.version, profile=profile, digest=rb.digest, cluster=cluster_info,
-            tools=build.versions(), suites=results, started=started, finished=outcome.finished,
+            tools=build.versions(release), suites=results, started=started, finished=outcome.finished,
+            exploratory=bool(cluster_info.get("exploratory")),
         )
         outcome.paths = evidence.write_evidence(opts.evidence_dir, statement, key_path)
         (opts.evidence_dir / "bundle.lock.json").write_text(render.canonical_json(rb.lock).decode() + "\n")
@@ -245,6 +282,12 @@ def _on_cluster(
     # pod injector opted into with --inject-faults) their fault cases are not run (incomplete).
     agent = fault_injection.check(rb, prov, opts.inject_faults)
     _use_image_map(prov, kind, opts.image_map)
+    release = info.get("requestedKubernetes")
+    if release is not None:
+        if not isinstance(prov, providers.RunsKubernetesReleases):
+            raise providers.missing(providers.RunsKubernetesReleases, kind=kind, needed_by="--kubernetes",
+                                    field="--kubernetes")
+        prov.use_kubernetes(str(release))
     results: list[base.SuiteResult] = []
     started_cluster = installing = False
     faults = fault_injection.Choice("none")
@@ -261,7 +304,9 @@ def _on_cluster(
             _add_node_groups(prov, kind, rb.cluster.get("extraNodes") or [], say)
         prov.wait_ready(opts.ready_timeout_s)
         info.update(cluster_facts.describe(kubeconfig, prov))
-        problems = cluster_facts.preflight(info, rb)
+        problems = cluster_facts.preflight(info, rb, outside_range_ok=bool(info.get("exploratory")))
+        if release is not None and cluster_facts.release_of(info) != str(release).lstrip("v"):
+            problems.append(f"asked for Kubernetes {release}, the API server reports {info['kubernetesVersion']}")
         if problems:
             results.append(_failed_step("preflight", "; ".join(problems), time.monotonic() - t0))
             return results

@@ -64,6 +64,8 @@ ENTRY_SCHEMA: dict[str, Any] = {
                     "digest": {"type": "string", "pattern": DIGEST},
                     "evidenceDigest": {"type": "string", "pattern": DIGEST},
                     "signer": {"type": "string"},
+                    # the Kubernetes release the evidence ran on (absent in entries before minors)
+                    "kubernetes": {"type": "string"},
                 },
             },
         },

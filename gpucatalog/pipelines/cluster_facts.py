@@ -37,14 +37,20 @@ def describe(kubeconfig: Path, prov: providers.ClusterProvider) -> dict[str, Any
     return {"kubernetesVersion": ver.git_version, "nodes": nodes, "name": prov.name}
 
 
-def preflight(info: dict[str, Any], rb: render.RenderedBundle) -> list[str]:
+def release_of(info: dict[str, Any]) -> str:
+    """The cluster's release without its ``v`` and build suffixes (``v1.35.4+abc`` -> ``1.35.4``)."""
+    return str(info["kubernetesVersion"]).lstrip("v").split("-")[0].split("+")[0]
+
+
+def preflight(info: dict[str, Any], rb: render.RenderedBundle, outside_range_ok: bool = False) -> list[str]:
     """What the cluster ``info`` (from ``describe``) lacks for this bundle: a Kubernetes version
-    in every component's range, and GPU nodes. Empty when it is fine."""
+    in every component's range (unless ``outside_range_ok``: an exploratory probe), and GPU
+    nodes. Empty when it is fine."""
     problems = []
-    kver = str(info["kubernetesVersion"]).lstrip("v").split("-")[0].split("+")[0]
+    kver = release_of(info)
     for c in rb.components:
         rng = rb.lock_component(c.name).get("kubernetes")
-        if rng and not versions.satisfies(kver, rng):
+        if rng and not outside_range_ok and not versions.satisfies(kver, rng):
             problems.append(f"{c.name} supports Kubernetes {rng}, cluster runs {kver}")
     if not any(n["gpus"] > 0 for n in info["nodes"]):
         problems.append("no node advertises nvidia.com/gpu capacity")

@@ -151,12 +151,15 @@ def build_statement(
     started: float | str,
     finished: float | str,
     extra: Mapping[str, Any] | None = None,
+    exploratory: bool = False,
 ) -> dict[str, Any]:
     """The unsigned in-toto Statement v1 for one certification run. ``extra`` adds predicate
-    fields (an upgrade run's ``upgradeFrom`` and ``upgrade``); it cannot replace the ones above."""
+    fields (an upgrade run's ``upgradeFrom`` and ``upgrade``); it cannot replace the ones above.
+    ``exploratory``: run outside a component's declared Kubernetes range (never promotable; the
+    matrix shows it as such)."""
     suite_dicts = [_suite_dict(s) for s in suites]
     overall = overall_verdict(suite_dicts)
-    return {
+    statement: dict[str, Any] = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": f"{bundle}@{version}", "digest": {"sha256": digest_hex(digest)}}],
         "predicateType": PREDICATE_TYPE,
@@ -173,6 +176,9 @@ def build_statement(
             **{k: _jsonable(v) for k, v in (extra or {}).items() if k not in PREDICATE_FIELDS},
         },
     }
+    if exploratory:
+        statement["predicate"]["exploratory"] = True
+    return statement
 
 
 def sign_statement(statement: Mapping[str, Any], key: ed25519.Ed25519PrivateKey) -> dict[str, Any]:

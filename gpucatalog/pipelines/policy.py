@@ -11,6 +11,7 @@ file defines it. Format::
         requiredSuites:                 # per bundle; "*" applies to every bundle
           "*": []
         requireBundleSuites: true       # plus every suite the bundle itself declares
+        requiredKubernetes: ["1.35", "1.36"]  # passing evidence on each of these minors (optional)
       stable:
         sourceChannel: candidate        # only what is already in candidate, same digest
         requiredProfiles: [sim]
@@ -56,6 +57,7 @@ SCHEMA: dict[str, Any] = {
                     },
                     "requireBundleSuites": {"type": "boolean"},
                     "requireUpgradeFrom": {"type": "string", "pattern": NAME},
+                    "requiredKubernetes": {"type": "array", "items": {"type": "string", "pattern": r"^v?1\.\d+$"}},
                 },
             },
         },
@@ -71,6 +73,8 @@ class ChannelPolicy:
     require_bundle_suites: bool
     source_channel: str | None
     require_upgrade_from: str | None = None
+    # Kubernetes minors ("1.35") each needing passing evidence of a required profile; empty: any one
+    required_kubernetes: tuple[str, ...] = ()
 
     def suites_for(self, bundle: str, bundle_suites: tuple[str, ...] = ()) -> list[str]:
         """Suites required of ``bundle``: the ``"*"`` list, its own list, and its declared suites."""
@@ -109,6 +113,7 @@ def load(path: Path) -> Policy:
             require_bundle_suites=bool(c.get("requireBundleSuites", False)),
             source_channel=c.get("sourceChannel"),
             require_upgrade_from=c.get("requireUpgradeFrom"),
+            required_kubernetes=tuple(str(m).lstrip("v") for m in c.get("requiredKubernetes", [])),
         )
     for name, c in chans.items():
         if c.source_channel is not None and c.source_channel not in chans:

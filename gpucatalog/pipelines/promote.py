@@ -14,6 +14,9 @@ file untouched):
   equals a fresh render for the evidence's profile (no edits after certification);
 - every profile the policy requires has evidence, and in it every required suite passed with
   every case run (a suite with a case not run is incomplete, never passed), and no suite failed;
+- no evidence is exploratory (run outside a component's declared Kubernetes range), and every
+  Kubernetes minor the policy requires (``requiredKubernetes``) has passing evidence of a
+  required profile;
 - the version is in the policy's source channel with the same digests (stable only takes what
   went through candidate) and not already in the target channel.
 
@@ -54,6 +57,7 @@ class Checked:
     signer: str
     envelope: bytes
     upgrade_from: dict[str, Any] | None = None  # the predicate's upgradeFrom (an upgrade certification)
+    kubernetes: str = ""  # the release the cluster reported ("1.35.4"), "" when the evidence has none
 
 
 @dataclass(frozen=True)
@@ -149,12 +153,27 @@ def check_evidence(
         findings.append(errors.Finding(
             "digest", f"evidence is for rendered digest {digest}, but {ref} now renders (profile {profile}) "
             f"to {fresh}: the bundle changed after certification", obj=where))
+    if pred.get("exploratory"):
+        findings.append(errors.Finding(
+            "exploratory", "evidence is exploratory (run with --outside-range, outside a component's declared "
+            "Kubernetes range): it shows what happens there, it certifies nothing", obj=where))
     findings += suite_findings(where, pred, required_suites)
     if findings:
         return None, findings
     up = pred.get("upgradeFrom")
     return Checked(path, profile, digest, ev_digest, trusted.name_of(signer), data,
-                   dict(up) if isinstance(up, dict) else None), []
+                   dict(up) if isinstance(up, dict) else None, kubernetes_of(pred)), []
+
+
+def kubernetes_of(pred: dict[str, Any]) -> str:
+    """The release the evidence's cluster reported (``1.35.4``), or ""."""
+    cluster = pred.get("cluster")
+    raw = str(cluster.get("kubernetesVersion", "")) if isinstance(cluster, dict) else ""
+    return raw.lstrip("v").split("-")[0].split("+")[0]
+
+
+def minor_of(release: str) -> str:
+    return ".".join(release.split(".")[:2])
 
 
 def promote(
@@ -199,6 +218,7 @@ def promote(
     required = pol.suites_for(bundle, bundle_suites)
     by_profile: dict[str, Checked] = {}
     upgrades: list[Checked] = []
+    by_minor: dict[str, Checked] = {}  # required minor -> passing evidence of a required profile
     for p in evidence_paths:
         ok, f = check_evidence(p, bundle=bundle, version=version, channel=channel, trusted=trust_file,
                                fresh_digest=fresh_digest, required_suites=required)
@@ -207,13 +227,21 @@ def promote(
             by_profile.setdefault(ok.profile, ok)
             if ok.upgrade_from is not None:
                 upgrades.append(ok)
+            if ok.profile in pol.required_profiles and minor_of(ok.kubernetes) in pol.required_kubernetes:
+                by_minor.setdefault(minor_of(ok.kubernetes), ok)
     for prof in pol.required_profiles:
         if prof not in by_profile:
             findings.append(errors.Finding("required-profile", f"no passing evidence for required profile {prof!r}",
                                            obj=f"{bundle}@{version}"))
+    for minor in pol.required_kubernetes:
+        if minor not in by_minor:
+            findings.append(errors.Finding(
+                "required-kubernetes", f"no passing evidence on Kubernetes {minor} (the policy requires "
+                f"{', '.join(pol.required_kubernetes)}; `catalog matrix` certifies each)", obj=f"{bundle}@{version}"))
     ref = f"{bundle}@{version}"
     ordered = [by_profile[p] for p in pol.required_profiles if p in by_profile] + [
         c for p, c in sorted(by_profile.items()) if p not in pol.required_profiles]
+    ordered += [c for m, c in sorted(by_minor.items()) if all(c is not o for o in ordered)]
 
     def make_entry(target: channels.Channel) -> dict[str, Any]:
         # Runs under the channel lock, so these reads see every promotion that finished before us.
@@ -248,7 +276,8 @@ def promote(
             "policyDigest": policy_file.digest,
             "trustDigest": trust_file.digest,
             "evidence": [{"profile": c.profile, "digest": c.digest, "evidenceDigest": c.evidence_digest,
-                          "signer": c.signer} for c in ordered],
+                          "signer": c.signer, **({"kubernetes": c.kubernetes} if c.kubernetes else {})}
+                         for c in ordered],
         }
 
     if dry_run:

@@ -27,7 +27,15 @@ from typing import Any, Protocol
 from gpucatalog.catalog import install, model, render, versions
 from gpucatalog.clusters import provider as providers
 from gpucatalog.core import errors
-from gpucatalog.pipelines import certified, certify, channels, cluster_facts, evidence, policy
+from gpucatalog.pipelines import (
+    certified,
+    certify,
+    channels,
+    cluster_facts,
+    evidence,
+    fault_injection,
+    policy,
+)
 from gpucatalog.toolchain import build
 from gpucatalog.validators import bundle_checks
 from gpucatalog.validators.conformance import (
@@ -356,7 +364,8 @@ def _on_cluster(old: render.RenderedBundle, new: render.RenderedBundle, kind: st
     if not prov.available():
         raise errors.InputError(f"cluster provider {kind!r} cannot run here: {providers.unavailable_reason(prov)}",
                                 field="--cluster")
-    certify._check_suite_needs(prov, kind, list((old if rollback else new).suites))
+    # fault cases run only with the provider's own injector here; without one they are not run
+    fault_injection.check(old if rollback else new, prov, None)
     certify._use_image_map(prov, kind, opts.image_map)
     results: list[base.SuiteResult] = []
     started_cluster = False

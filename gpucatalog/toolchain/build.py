@@ -3,15 +3,18 @@
 Called by everything that needs a tool binary (``ensure("helm")``) and by ``catalog toolchain``.
 Each group is built once per version in a generated wrapper Go module; the result is cached
 with a sha256 stamp, so a second call builds nothing and a corrupt or truncated binary is
-rebuilt rather than trusted.
+rebuilt rather than trusted. A group with ``supported`` releases (Kubernetes) can be built at any
+of them (``ensure("kube-apiserver", version="v1.35.4")``); the default is its pinned ``version``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +38,38 @@ class Group:
     ldflags: tuple[str, ...]
     staging: tuple[str, ...]
     staging_version: str
+    # releases this group may also be built at (empty: only ``version``)
+    supported: tuple[str, ...] = ()
+    # unformatted ldflags ({version}, {minor}), to make the group at another supported release
+    ldflag_templates: tuple[str, ...] = ()
+
+    def at(self, version: str | None) -> Group:
+        """This group built at ``version`` (one of ``supported``); itself for None or its own version.
+        Another release's staging modules are read from that release's go.mod at build time."""
+        if version is None or version == self.version:
+            return self
+        if version not in self.supported:
+            raise errors.InputError(
+                f"{self.module} {version} is not a supported release", field="--kubernetes",
+                expected=", ".join(self.supported) or self.version)
+        return dataclasses.replace(
+            self, version=version, ldflags=_ldflags(self.ldflag_templates, version), staging=(),
+            staging_version=_staging_version(version) if self.staging_version else "")
+
+
+def _minor(version: str) -> str:
+    parts = version.lstrip("v").split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _ldflags(templates: tuple[str, ...], version: str) -> tuple[str, ...]:
+    return tuple(f.format(version=version, minor=_minor(version)) for f in templates)
+
+
+def _staging_version(version: str) -> str:
+    """k8s.io/kubernetes v1.X.Y publishes its staging modules as v0.X.Y."""
+    _major, minor, patch = version.lstrip("v").split(".")[:3]
+    return f"v0.{minor}.{patch}"
 
 
 def cache_root() -> Path:
@@ -47,28 +82,36 @@ def load_manifest() -> dict[str, Group]:
     groups: dict[str, Group] = {}
     for name, g in doc["groups"].items():
         staging = g.get("staging") or {}
+        templates = tuple(g.get("ldflags", []))
         groups[name] = Group(
             name=name,
             module=g["module"],
             version=g["version"],
             tools=dict(g["tools"]),
-            ldflags=tuple(f.format(version=g["version"]) for f in g.get("ldflags", [])),
+            ldflags=_ldflags(templates, g["version"]),
             staging=tuple(staging.get("modules", [])),
             staging_version=staging.get("version", ""),
+            supported=tuple(g.get("supported", [])),
+            ldflag_templates=templates,
         )
     return groups
 
 
-def group_of(tool: str) -> Group:
+def group_of(tool: str, version: str | None = None) -> Group:
+    """The group that builds ``tool``, at ``version`` (default: the group's pinned one)."""
     for g in load_manifest().values():
         if tool in g.tools:
-            return g
+            return g.at(version)
     raise errors.NotFoundError(f"unknown tool {tool!r}", field="tool", expected="a tool of toolchain/manifest.yaml")
 
 
-def versions() -> dict[str, str]:
-    """tool name -> pinned version, for evidence and locks."""
-    return {t: g.version for g in load_manifest().values() for t in g.tools}
+def versions(kubernetes: str | None = None) -> dict[str, str]:
+    """tool name -> pinned version, for evidence and locks; ``kubernetes`` (a supported release)
+    replaces the Kubernetes group's default."""
+    out = {t: g.version for g in load_manifest().values() for t in g.tools}
+    if kubernetes is not None:
+        out.update({t: kubernetes for t in group_of("kube-apiserver", kubernetes).tools})
+    return out
 
 
 def _bin_dir(g: Group) -> Path:
@@ -83,9 +126,9 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def cached(tool: str) -> Path | None:
+def cached(tool: str, version: str | None = None) -> Path | None:
     """The cached binary if present and intact (its sha256 matches the stamp written at build)."""
-    g = group_of(tool)
+    g = group_of(tool, version)
     path = _bin_dir(g) / tool
     stamp = path.with_name(tool + ".sha256")
     if not path.is_file() or not stamp.is_file():
@@ -97,7 +140,9 @@ def cached(tool: str) -> Path | None:
 
 @contextmanager
 def _lock(g: Group) -> Iterator[None]:
-    lock_path = cache_root() / "toolchain" / "locks" / f"{g.name}.lock"
+    # the default release keeps its historic lock name; another release locks only itself
+    default = load_manifest()[g.name].version == g.version
+    lock_path = cache_root() / "toolchain" / "locks" / (f"{g.name}.lock" if default else f"{g.name}-{g.version}.lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -107,13 +152,36 @@ def _lock(g: Group) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+_STAGING_REPLACE = re.compile(r"^\s*k8s\.io/([A-Za-z0-9._-]+)\s+=>\s+\./staging/src/k8s\.io/\1\s*$", re.M)
+
+
+def staging_modules(go_mod: str) -> tuple[str, ...]:
+    """The staging modules a k8s.io/kubernetes go.mod replaces with its own directories."""
+    return tuple(_STAGING_REPLACE.findall(go_mod))
+
+
+def _staging_of(g: Group) -> tuple[str, ...]:
+    """``g.staging``, or (another release) the staging modules its own go.mod names."""
+    if g.staging or not g.staging_version:
+        return g.staging
+    proc = executor.run(["go", "mod", "download", "-json", f"{g.module}@{g.version}"], env={"GOFLAGS": "-mod=mod"})
+    info: dict[str, Any] = json.loads(proc.stdout)
+    if not info.get("GoMod"):
+        raise errors.ToolError(["go", "mod", "download", f"{g.module}@{g.version}"], 1, str(info.get("Error", "no GoMod")))
+    found = staging_modules(Path(info["GoMod"]).read_text())
+    if not found:
+        raise errors.ToolError(["go", "mod", "download", f"{g.module}@{g.version}"], 1, "its go.mod names no staging modules")
+    return found
+
+
 def _write_wrapper(g: Group, src: Path) -> None:
     src.mkdir(parents=True, exist_ok=True)
     lines = [f"module gpu-catalog.invalid/build/{g.name}", "", "go 1.26", "", f"require {g.module} {g.version}"]
-    if g.staging:
+    staging = _staging_of(g)
+    if staging:
         lines.append("")
         lines.append("replace (")
-        lines += [f"\tk8s.io/{m} => k8s.io/{m} {g.staging_version}" for m in g.staging]
+        lines += [f"\tk8s.io/{m} => k8s.io/{m} {g.staging_version}" for m in staging]
         lines.append(")")
     (src / "go.mod").write_text("\n".join(lines) + "\n")
     imports = "\n".join(f'\t_ "{pkg}"' for pkg in sorted(set(g.tools.values())))
@@ -145,17 +213,18 @@ def build_group(g: Group, progress: Callable[[str], None] | None = None) -> floa
     return time.monotonic() - start
 
 
-def ensure(tool: str, progress: Callable[[str], None] | None = None) -> Path:
-    """Path to ``tool``'s binary, building its group first when absent or corrupt."""
-    g = group_of(tool)
-    path = cached(tool)
+def ensure(tool: str, progress: Callable[[str], None] | None = None, version: str | None = None) -> Path:
+    """Path to ``tool``'s binary (at ``version``, default the pinned one), building its group
+    first when absent or corrupt."""
+    g = group_of(tool, version)
+    path = cached(tool, version)
     if path is not None:
         return path
     with _lock(g):
-        path = cached(tool)  # another process may have built it while we waited
+        path = cached(tool, version)  # another process may have built it while we waited
         if path is None:
             build_group(g, progress)
-            path = cached(tool)
+            path = cached(tool, version)
     if path is None:
         raise errors.ToolError(["go", "build", g.tools[tool]], 1, "built binary missing after build")
     return path

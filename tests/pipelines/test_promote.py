@@ -202,3 +202,38 @@ def test_stable_refuses_a_digest_other_than_the_one_in_candidate(catalog_dir: Pa
     # The bundle was edited after entering candidate and re-certified: valid evidence, wrong lineage.
     found = _refused(catalog_dir, "stable", [make_evidence(digest=DIGEST_B)], fresh=DIGEST_B)
     assert any("[source-channel]" in f and f"with digest {DIGEST_A}" in f for f in found)
+
+
+def _require_minors(catalog_dir: Path, minors: list[str]) -> None:
+    path = catalog_dir / "channels" / "policy.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["channels"]["candidate"]["requiredKubernetes"] = minors
+    path.write_text(yaml.safe_dump(doc))
+
+
+def test_a_channel_may_require_kubernetes_minors(catalog_dir: Path, make_evidence: MakeEvidence) -> None:
+    _require_minors(catalog_dir, ["1.35", "1.36"])
+    on_136 = make_evidence(kubernetes="v1.36.3")
+    found = _refused(catalog_dir, "candidate", [on_136])
+    assert len(found) == 1 and "no passing evidence on Kubernetes 1.35" in found[0]
+    # a failing 1.35 run does not count as 1.35
+    failing = make_evidence(kubernetes="v1.35.4", suites=[{"name": "fractional_gpu", "cases": [
+        {"name": "c", "result": "failed", "reason": "x"}]}])
+    assert any("Kubernetes 1.35" in f for f in _refused(catalog_dir, "candidate", [on_136, failing]))
+    entry = _promote(catalog_dir, "candidate", [on_136, make_evidence(kubernetes="v1.35.4")])
+    assert sorted(i["kubernetes"] for i in entry["evidence"]) == ["1.35.4", "1.36.3"]
+    # the channel file (with the release per evidence) loads back
+    assert channels.load(catalog_dir / "channels", "candidate").versions("gpu-scheduling") == ["0.1.0"]
+
+
+def test_exploratory_evidence_is_refused(catalog_dir: Path, make_evidence: MakeEvidence) -> None:
+    found = _refused(catalog_dir, "candidate", [make_evidence(kubernetes="v1.37.2", exploratory=True)])
+    assert any("exploratory" in f and "--outside-range" in f for f in found)
+
+
+def test_a_required_minor_must_be_a_minor(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text("apiVersion: gpu-catalog.dev/v1alpha1\nkind: PromotionPolicy\nchannels:\n"
+                    "  candidate: {requiredProfiles: [sim], requiredKubernetes: ['1.35.4']}\n")
+    with pytest.raises(errors.InputError):
+        policy.load(path)

@@ -73,12 +73,14 @@ def make_evidence(tmp_path: Path, ci_key: keys.GeneratedKey, passing_suites: lis
 
     def make(bundle: str = "gpu-scheduling", version: str = "0.1.0", profile: str = "sim",
              digest: str = DIGEST_A, suites: list[Any] | None = None, key: Path | None = None,
-             extra: dict[str, Any] | None = None) -> Path:
+             extra: dict[str, Any] | None = None,
+             kubernetes: str | None = None, exploratory: bool = False) -> Path:
         out = tmp_path / f"evidence-{next(counter)}"
+        cluster = dict(sample.CLUSTER, **({"kubernetesVersion": kubernetes} if kubernetes else {}))
         statement = evidence.build_statement(
-            bundle=bundle, version=version, profile=profile, digest=digest, cluster=sample.CLUSTER,
+            bundle=bundle, version=version, profile=profile, digest=digest, cluster=cluster,
             tools={"helm": "v4.3.2"}, suites=passing_suites if suites is None else suites,
-            started=time.time() - 5, finished=time.time(), extra=extra,
+            started=time.time() - 5, finished=time.time(), extra=extra, exploratory=exploratory,
         )
         evidence.write_evidence(out, statement, key or ci_key.private_path)
         return out

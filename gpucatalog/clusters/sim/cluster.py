@@ -37,7 +37,7 @@ from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import RESTART_POLICIES, ClusterConfig
 from gpucatalog.clusters.sim.layout import Layout, clusters_root
 from gpucatalog.core import errors, executor, kubeapi
-from gpucatalog.toolchain import build
+from gpucatalog.toolchain import build, releases
 
 MAX_NODES = 2000
 TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -58,6 +58,7 @@ class SimCluster(
     provider.OffersEndpoints,
     provider.DescribesParts,
     provider.RunsImageMaps,
+    provider.RunsKubernetesReleases,
 ):
     """One named sim cluster; several with different names may run at once."""
 
@@ -66,6 +67,8 @@ class SimCluster(
         self.name = name
         # (file, validated overlay) named by use_image_map for the next up
         self._image_map: tuple[Path, list[imagemap.MappedBinary]] | None = None
+        # the Kubernetes release use_kubernetes named for the next up (None: the toolchain's default)
+        self._kubernetes: str | None = None
 
     # -- provider protocol --------------------------------------------------------------------
     def available(self) -> bool:
@@ -82,11 +85,15 @@ class SimCluster(
         timeout: float = 180.0,
         progress: Progress | None = None,
         image_map: Path | None = None,
+        kubernetes: str | None = None,
     ) -> Path:
         """Start the cluster and return the admin kubeconfig path once ``nodes`` nodes are Ready.
         ``image_map``: an image-map overlay (else the one ``use_image_map`` named, else
-        ``$GPU_CATALOG_IMAGE_MAP``), validated before anything starts."""
+        ``$GPU_CATALOG_IMAGE_MAP``), validated before anything starts. ``kubernetes``: a release
+        (``1.35`` or ``v1.35.4``) the toolchain lists, else the one ``use_kubernetes`` named, else
+        the toolchain's default; its control plane is built on first use."""
         say = progress or _quiet
+        release = releases.resolve(kubernetes) if kubernetes is not None else self._kubernetes
         node_shape = shapes.get(shape)
         overlay = self._overlay(image_map)
         if not 1 <= nodes <= MAX_NODES:
@@ -101,21 +108,23 @@ class SimCluster(
             ports.require_free(api_port, "--api-port")
         self._cleanup_stale()
         try:
-            return self._up(nodes, node_shape, restart, api_port, heartbeat_s, timeout, say, overlay)
+            return self._up(nodes, node_shape, restart, api_port, heartbeat_s, timeout, say, overlay, release)
         except BaseException:
             # failed start or Ctrl-C: leave no process and no state behind
             self._teardown()
             raise
 
     def _up(self, count: int, shape: shapes.Shape, restart: str, api_port: int | None, heartbeat_s: float, timeout: float,
-            say: Progress, overlay: list[imagemap.MappedBinary]) -> Path:
+            say: Progress, overlay: list[imagemap.MappedBinary], release: str | None = None) -> Path:
         t0 = time.monotonic()
         lay = self.layout
         binaries = {}
+        kube_tools = build.group_of("kube-apiserver").tools
         for tool in TOOLS:
-            if build.cached(tool) is None:
-                say(f"building {tool} (first use; cached afterwards)")
-            binaries[tool] = str(build.ensure(tool, progress=say))
+            version = release if tool in kube_tools else None
+            if build.cached(tool, version) is None:
+                say(f"building {tool} {build.group_of(tool, version).version} (first use; cached afterwards)")
+            binaries[tool] = str(build.ensure(tool, progress=say, version=version))
         lay.root.mkdir(parents=True, exist_ok=True)
         for d in (lay.logs, lay.pids, lay.nodes):
             d.mkdir(exist_ok=True)
@@ -124,7 +133,7 @@ class SimCluster(
             picked["apiserver"] = api_port
         cfg = ClusterConfig(
             name=self.name, slot=self._free_slot(), ports=picked, binaries=binaries, restart=restart,
-            python_path=_python_path(), versions={t: v for t, v in build.versions().items() if t in TOOLS},
+            python_path=_python_path(), versions={t: v for t, v in build.versions(release).items() if t in TOOLS},
         )
         pki = pki_mod.generate(lay.pki)
         server = cfg.api_url
@@ -310,6 +319,14 @@ class SimCluster(
     def endpoints(self) -> dict[str, str]:
         """Non-Kubernetes endpoints for suites: ``slurm_conf`` while a Slurm cluster runs."""
         return services.endpoints(self.layout)
+
+    def use_kubernetes(self, release: str | None) -> None:
+        """Run ``release`` (``1.35`` or ``v1.35.4``; None: the default) with the next ``up``;
+        an unlisted release is bad input now, before anything starts."""
+        self._kubernetes = releases.resolve(release) if release is not None else None
+
+    def kubernetes_releases(self) -> tuple[str, ...]:
+        return releases.supported()
 
     # -- evidence (read by pipelines.cluster_facts) ---------------------------------------------
     def use_image_map(self, path: Path | None) -> None:

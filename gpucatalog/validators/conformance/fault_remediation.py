@@ -368,3 +368,7 @@ def run(ctx: base.SuiteContext) -> base.SuiteResult:
         return case
 
     return base.run_cases(NAME, ctx, [(name, bind(fn)) for name, fn in CASES])
+
+
+# The cases, in run order, as conformance mappings name them.
+CASE_NAMES = tuple(name for name, _fn in CASES)

@@ -18,3 +18,7 @@ NAME = "quota_reclaim"
 def run(ctx: base.SuiteContext) -> base.SuiteResult:
     adapter = queueing_adapters.adapter_for(ctx)
     return queueing_contract.run(NAME, ctx, adapter, queueing_contract.QUOTA_RECLAIM_CASES)
+
+
+# The cases (behind the contract's preflight), as conformance mappings name them.
+CASE_NAMES = ("preflight", *queueing_contract.QUOTA_RECLAIM_CASES)
