@@ -14,7 +14,7 @@ from gpucatalog.validators.conformance import SUITES
 # Cases certification itself records around the suites (pipelines.certify): the static checks.
 PIPELINE_CASES: dict[str, tuple[str, ...]] = {"static": ("schemas-policy-lint",)}
 # Suites run behind a preflight case (base.run_with_preflight), which evidence records first.
-_PREFLIGHT = ("fractional_gpu",)
+_PREFLIGHT = ("fractional_gpu", "gpu_sharing_dra")
 
 
 def cases() -> dict[str, tuple[str, ...]]:
