@@ -149,17 +149,7 @@ class KaiAdapter:
     def begin_case(self) -> None:
         """Wait until every component the contract needs has a ready pod again (one that crashed
         failed the case it crashed in), then count restarts from here."""
-        problems: list[str] = []
-
-        def ready() -> bool | None:
-            problems[:] = kai_preflight.ready_problems(self.kube, self.p, COMPONENTS)
-            return not problems or None
-
-        try:
-            base.wait_for("KAI's components to be ready", ready, self.p.wait_seconds, interval=0.5)
-        except base.WaitTimeout as exc:
-            raise base.CaseFailed(f"KAI not ready at the start of the case after {self.p.wait_seconds:.0f}s: "
-                                  + "; ".join(problems)) from exc
+        kai_preflight.wait_ready(self.kube, self.p, COMPONENTS)
         self.watchdog().rebase()
 
     def end_case(self) -> None:

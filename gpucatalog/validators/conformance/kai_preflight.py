@@ -105,6 +105,22 @@ def ready_problems(kube: kube_client.Kube, p: kai_params.Params, components: lis
     return out
 
 
+def wait_ready(kube: kube_client.Kube, p: kai_params.Params, components: list[str]) -> None:
+    """Wait until every one of ``components`` has a ready pod again; ``CaseFailed`` naming the
+    ones that have none when ``p.wait_seconds`` run out. Called at the start of every case."""
+    problems: list[str] = []
+
+    def ready() -> bool | None:
+        problems[:] = ready_problems(kube, p, components)
+        return not problems or None
+
+    try:
+        base.wait_for("KAI's components to be ready", ready, p.wait_seconds, interval=0.5)
+    except base.WaitTimeout as exc:
+        raise base.CaseFailed(f"KAI not ready at the start of the case after {p.wait_seconds:.0f}s: "
+                              + "; ".join(problems)) from exc
+
+
 class Watchdog:
     """Turns a crash of a KAI component during a case into that case's failure reason.
 

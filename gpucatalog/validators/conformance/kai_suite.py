@@ -71,17 +71,7 @@ class KaiSuite:
         """Start a case from a fresh baseline: wait (``wait_seconds``) until every component the
         suite needs has a ready pod again (one that crashed failed the case it crashed in), then
         count restarts from here."""
-        problems: list[str] = []
-
-        def ready() -> bool | None:
-            problems[:] = kai_preflight.ready_problems(self.kube, self.p, self.components)
-            return not problems or None
-
-        try:
-            base.wait_for("KAI's components to be ready", ready, self.p.wait_seconds, interval=0.5)
-        except base.WaitTimeout as exc:
-            raise base.CaseFailed(f"KAI not ready at the start of the case after {self.p.wait_seconds:.0f}s: "
-                                  + "; ".join(problems)) from exc
+        kai_preflight.wait_ready(self.kube, self.p, self.components)
         self.watchdog().rebase()
 
     def guarded(self, fn: base.Case) -> base.Case:
