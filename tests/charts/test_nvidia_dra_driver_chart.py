@@ -31,7 +31,27 @@ def test_daemonset_runs_the_pinned_image_with_env_settings_only(render_chart: Re
     assert "args" not in c  # the driver's binary would refuse flags it does not know
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["GPU_SHARING_MODE"] == "mixed" and env["NVIDIA_DRIVER_ROOT"] == "/driver-root"
-    assert ds["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] == "/"
+    volumes = {v["name"]: v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"]}
+    assert volumes == {"driver-root": "/", "plugins-registry": "/var/lib/kubelet/plugins_registry",
+                       "plugins": "/var/lib/kubelet/plugins", "cdi": "/var/run/cdi"}
+
+
+def test_kubelet_plugin_registers_with_the_kubelet_and_is_probed(render_chart: RenderChart) -> None:
+    """What the driver's binary needs on a real node: the kubelet's registration and plugin
+    folders (the latter with bidirectional propagation), the CDI folder, and its gRPC health port;
+    nothing may reach it over the network."""
+    docs = render_chart(CHART, {"kubeletPlugin": {"healthcheckPort": 50000}})
+    (ds,) = _one(docs, "DaemonSet")
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["plugins"].get("mountPropagation") == "Bidirectional" and mounts["driver-root"]["readOnly"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["HEALTHCHECK_PORT"] == "50000" and env["CDI_ROOT"] == "/var/run/cdi"
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["grpc"] == {"port": 50000, "service": "liveness"}
+    (netpol,) = _one(docs, "NetworkPolicy")
+    assert netpol["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in netpol["spec"]
+    assert netpol["spec"]["podSelector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
 
 
 def test_device_classes_select_gpus_and_partitions(render_chart: RenderChart) -> None:
@@ -50,7 +70,7 @@ def test_every_ci_scenario_renders(render_chart: RenderChart, scenario: str) -> 
 
 
 def test_bundle_sim_values_are_the_charts_sim_scenario() -> None:
-    bundle = yaml.safe_load((REPO / "catalog/bundles/gpu-queueing/0.1.0.yaml").read_text())
+    bundle = yaml.safe_load((REPO / "catalog/bundles/gpu-queueing/0.2.0.yaml").read_text())
     sim = bundle["spec"]["profiles"]["sim"]["values"][CHART]
     assert sim == yaml.safe_load((CHARTS / CHART / "ci" / "sim-values.yaml").read_text())
 
