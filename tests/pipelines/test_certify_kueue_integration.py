@@ -1,6 +1,8 @@
-"""`catalog certify gpu-queueing --cluster sim` end to end: Kueue's pinned manager runs live under
-the sim kubelet, the team queues go through its webhooks, and the queueing contract's suites pass
-on it; the evidence says Kueue ran live and at which version."""
+"""`catalog certify gpu-queueing --cluster sim` end to end, the README's main job: Kueue's pinned
+manager runs live under the sim kubelet, the team queues go through its webhooks, and every suite
+of the bundle passes (the queueing contract's, fault remediation through gpu-health, and DRA GPU
+sharing allocated by kube-scheduler); the evidence says Kueue ran live and at which version, and
+that the DRA driver's kubelet plugin was the sim's stand-in."""
 
 from __future__ import annotations
 
@@ -16,16 +18,19 @@ from gpucatalog.pipelines import keys
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
-def test_certify_gpu_queueing_on_live_kueue(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_certify_gpu_queueing_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     key = keys.generate(tmp_path / "keys", "ci")
-    rc = main(["certify", "gpu-queueing", "--cluster", "sim", "--suite", "quota_reclaim", "--suite", "gang",
+    rc = main(["certify", "gpu-queueing", "--cluster", "sim",
                "--cluster-name", f"certq-{os.getpid()}", "--signing-key", str(key.private_path),
                "--evidence", str(tmp_path / "evidence"), "--json"])
     out = json.loads(capsys.readouterr().out)
     suites = {s["name"]: s for s in out["suites"]}
     failed = [(s, c["name"], c["reason"]) for s in suites.values() for c in s["cases"] if c["result"] != "passed"]
     assert rc == 0 and out["result"] == "passed", failed
-    assert set(suites) == {"static", "quota_reclaim", "gang"}
+    assert set(suites) == {"static", "quota_reclaim", "gang", "fault_remediation", "gpu_sharing_dra"}
+    assert (out["bundle"], out["version"]) == ("gpu-queueing", "0.2.0")
+    stand_in = [line for line in out["cluster"]["simulated"] if "SIM STAND-IN" in line]
+    assert stand_in and "nvidia-dra-driver-kubelet-plugin" in stand_in[0], out["cluster"]["simulated"]
     live = [line for line in out["cluster"]["live"] if "kueue-controller-manager" in line]
     assert live and "registry.k8s.io/kueue/kueue:v0.17.0" in live[0] and "real process" in live[0]
     statement = json.loads((tmp_path / "evidence" / "statement.json").read_text())
