@@ -61,6 +61,10 @@ def _shadow(root: str, rel_dir: str) -> None:
     """Replace ``root/rel_dir`` by a tmpfs holding binds of the host directory's entries."""
     host = "/" + rel_dir
     target = os.path.join(root, rel_dir)
+    if not os.path.isdir(host):
+        # made inside the pod root by an earlier mount (on a tmpfs of ours): already writable.
+        # e.g. /var/lib/kubelet on a host without a kubelet, for plugins_registry then plugins
+        return
     entries = sorted(os.listdir(host))
     _mount("tmpfs", target, "tmpfs", 0, "size=1m,mode=755")
     for name in entries:

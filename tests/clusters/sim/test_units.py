@@ -227,6 +227,22 @@ def test_pod_root_resolves_symlinks_inside_root(tmp_path: Path) -> None:
     assert podexec._in_root(str(root), "/var/../run/./a") == "run/a"
 
 
+def test_second_mount_under_a_folder_the_host_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two hostPath mounts under a folder the host does not have (/var/lib/kubelet/plugins_registry
+    and …/plugins on a host without a kubelet): the first makes the folder inside the pod root,
+    the second must use it as it is, not try to mirror a host folder that does not exist."""
+    mounts: list[tuple[object, ...]] = []
+    monkeypatch.setattr(podexec, "_mount", lambda *a: mounts.append(a))
+    absent = f"gpucatalog-absent-{os.getpid()}"
+    assert not os.path.exists("/" + absent)
+    root = tmp_path / "root"
+    root.mkdir()
+    first = podexec._mountpoint(str(root), f"/{absent}/plugins_registry", True)
+    second = podexec._mountpoint(str(root), f"/{absent}/plugins", True)
+    assert Path(first).is_dir() and Path(second).is_dir()
+    assert mounts == []
+
+
 def test_corrupt_cached_binary_is_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPU_CATALOG_CACHE", str(tmp_path))
     g = build.group_of("kwok")
