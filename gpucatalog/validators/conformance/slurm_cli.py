@@ -140,6 +140,10 @@ class Slurm:
         if job_ids:
             self.run(["scancel", *job_ids], check=False)
 
+    def signal_batch(self, job_id: str, sig: str) -> None:
+        """Send ``sig`` to a job's batch script only (the job is not cancelled)."""
+        self.run(["scancel", "--batch", f"--signal={sig}", job_id])
+
     def drain(self, node: str, reason: str) -> None:
         self.run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
 

@@ -11,7 +11,9 @@ held, unbroken, from before the jobs were submitted until after they were read, 
 case found on the target started on a drained node. A job found there only after the drain was
 lifted is a placement after the resume, recorded, not judged (to within one look, 0.5 s).
 New work is offered as soon as the drain is seen, sized to the room the target still has beside
-its running 1-GPU job, so the target could take one and must refuse it.
+its running 1-GPU job, so the target could take one and must refuse it. That job must still be
+running then (a drain, not a kill); the case then tells it to finish (``scancel --batch
+--signal=USR1``) and looks on while the idle node stays drained.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from gpucatalog.validators.conformance import base, slurm_cli, slurm_steps
 
 LOOK_S = 0.5
 SETTLE_S = 2.0  # scheduling passes after the other nodes' jobs started, for one to (wrongly) start on the target
-RUNNING_JOB = "sleep 8"
+# Runs until the case signals it, then exits 0: it ends when the case has judged the new work,
+# however long the fault took to inject (a pod injector takes seconds), never before the drain.
+RUNNING_JOB = "trap 'exit 0' USR1; sleep 600 & wait"
 
 
 def fault_hooks(ctx: base.SuiteContext, res: base.CaseResult) -> tuple[Callable[[str], None], Callable[[str], None]] | None:
@@ -122,9 +126,15 @@ def new_work_refused(ctx: base.SuiteContext, slurm: slurm_cli.Slurm, low: str, n
 
 
 def _finish_watched(ctx: base.SuiteContext, slurm: slurm_cli.Slurm, running: str, watch: DrainWatch) -> slurm_cli.Job:
-    """Wait for the running job to complete, looking all along and for SETTLE_S after it (the
-    target then idle, room for any job): no new job may start there while the drain holds."""
-    deadline = time.monotonic() + ctx.scaled(60)
+    """The running job is still running on the drained node (a drain, not a kill); told to finish,
+    it completes; the looks go on all along and for SETTLE_S after it (the target then idle, room
+    for any job): no new job may start there while the drain holds."""
+    job = slurm.job(running)
+    if job.state != "RUNNING" or job.restarts:
+        raise base.CaseFailed(f"job {running}, running on {watch.target} before the fault, is {job.state} "
+                              f"(reason {job.reason}, restarts {job.restarts}): a drain lets running work finish")
+    slurm.signal_batch(running, "USR1")
+    deadline = time.monotonic() + ctx.scaled(30)
     idle_until: float | None = None
     while True:
         watch.look()
@@ -135,8 +145,8 @@ def _finish_watched(ctx: base.SuiteContext, slurm: slurm_cli.Slurm, running: str
                 return job
         elif time.monotonic() >= deadline:
             slurm.raise_if_controller_down(f"waiting for job {running}")
-            raise base.CaseFailed(f"job {running} on the drained node is {job.state} (reason {job.reason}), "
-                                  "expected COMPLETED within 60s (a drain lets running work finish)")
+            raise base.CaseFailed(f"job {running} on the drained node, told to finish, is {job.state} (reason "
+                                  f"{job.reason}), expected COMPLETED within 30s")
         time.sleep(LOOK_S)
 
 
@@ -180,8 +190,8 @@ def drain_on_fault(ctx: base.SuiteContext, res: base.CaseResult, slurm: slurm_cl
         ctx.log(f"slurm/drain-on-fault: new work refused by drained {target.name}")
         # The running job finishes on the drained node (a drain, not a kill); meanwhile, and after
         # it while the node is idle, no job starts there as long as the drain holds.
-        done = _finish_watched(ctx, slurm, running, watch)
-        res.details["running_job"] = "requeued" if done.restarts else "finished"
+        _finish_watched(ctx, slurm, running, watch)
+        res.details["running_job"] = "finished"
         res.details.update(drain_held_to_end=watch.held, looks=watch.looks, started_after_resume=watch.after_resume)
         slurm.cancel(jobs)
         t1 = time.monotonic()

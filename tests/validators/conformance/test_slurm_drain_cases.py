@@ -122,6 +122,22 @@ def test_drain_on_fault_passes_when_a_job_starts_there_after_the_resume(live_clu
     assert not cli.nodes()[target].drained
 
 
+def test_drain_on_fault_fails_when_the_drain_kills_the_running_job(live_cluster: slurm.SlurmCluster,
+                                                                   tmp_path: Path) -> None:
+    conf = live_cluster.endpoints()["slurm_conf"]
+    cli = slurm_cli.Slurm(conf)
+
+    def drain_and_kill(node: str, kind: str, **kw: Any) -> None:
+        # a controller whose "drain" also ends the node's work
+        cli.drain(node, "gpu-health: test")
+        cli.run(["scancel", f"--nodelist={node}"])
+
+    ctx = _ctx(conf, tmp_path, inject_fault=drain_and_kill, clear_fault=lambda node: cli.resume(node, check=False))
+    res = _case(slurm_drain.drain_on_fault, ctx, cli)
+    assert res.result == "failed" and "a drain lets running work finish" in res.reason, res.reason
+    assert not cli.nodes()[res.details["node"]].drained  # cleared (resumed) although it failed
+
+
 def test_drain_on_fault_is_not_run_when_the_drain_lifts_before_the_work_is_placed(
         live_cluster: slurm.SlurmCluster, tmp_path: Path) -> None:
     conf = live_cluster.endpoints()["slurm_conf"]
