@@ -1,6 +1,7 @@
 """Upgrade certification on the sim cluster (Kueue live; Slurm live): 0.1.0 -> 0.2.0 keeps every running
 Job, gang and queue object and admits the pending Job (evidence records both digests and the
-figures); a 0.3.0 that renames a department's Cohort fails, naming it."""
+figures); a 0.3.0 that renames a department's Cohort fails, naming it; a 0.3.0 whose Kueue manager
+crashes at start fails the upgrade naming that controller, and --rollback still restores 0.1.0."""
 
 from __future__ import annotations
 
@@ -63,6 +64,31 @@ def test_renamed_department_fails_the_upgrade(repo_copy: Path, tmp_path: Path, c
     assert cases["upgrade-queues-kept"]["result"] == "failed"
     assert "Cohort research did not survive" in cases["upgrade-queues-kept"]["reason"]
     assert [s["name"] for s in out["suites"]] == ["static", "upgrade"]  # no suite runs after a lost upgrade
+
+
+def test_crashing_controller_fails_the_upgrade_and_rollback_restores_old(
+        repo_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 0.3.0's Kueue manager is started with a flag it does not know: the real binary exits at
+    # every start, as a release with a broken controller would
+    breaking(repo_copy, """      kustomize:
+        kueue:
+          patches:
+            - target: {kind: Deployment, name: kueue-controller-manager}
+              patch: |
+                - op: add
+                  path: /spec/template/spec/containers/0/args/-
+                  value: --flag-this-release-broke
+""")
+    rc, out = _run(tmp_path, capsys, "--catalog-dir", str(repo_copy), "certify", "gpu-queueing@0.3.0",
+                   "--upgrade-from", "0.1.0", "--rollback", "--suite", "gang", "--ready-timeout", "120")
+    assert rc == 1 and out["result"] == "failed"
+    cases = {c["name"]: c for s in out["suites"] if s["name"] == "upgrade" for c in s["cases"]}
+    helm = cases["upgrade-helm"]
+    assert helm["result"] == "failed" and "kueue-controller-manager" in helm["reason"], helm["reason"]
+    # back on 0.1.0: Helm went back, the work that ran through the failed upgrade still runs, the
+    # queues are 0.1.0's again, and the pending Job is admitted
+    for name in ("rollback-helm", "rollback-running-work-kept", "rollback-queues-kept", "rollback-pending-admitted"):
+        assert cases[name]["result"] == "passed", (name, cases[name]["reason"])
 
 
 @pytest.mark.slurm

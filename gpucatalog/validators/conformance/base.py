@@ -25,6 +25,9 @@ Result = Literal["passed", "failed", "skipped"]
 Verdict = Literal["passed", "failed", "incomplete"]
 T = TypeVar("T")
 
+# Label on every namespace and object a suite creates (cleanup and kept-cluster runs find them by it)
+SUITE_LABEL = "gpu-catalog.dev/conformance"
+
 
 class CaseFailed(errors.CheckFailed):
     """A case's expectation did not hold; the message is the reason shown to the user."""

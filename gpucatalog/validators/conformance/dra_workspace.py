@@ -18,7 +18,6 @@ from gpucatalog.validators.conformance import base, kube_client
 RESOURCE = "/apis/resource.k8s.io/v1"
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
-SUITE_LABEL = "conformance.gpu-catalog.dev/suite"
 
 
 def attr_is(name: str, value: str) -> dict[str, Any]:
@@ -138,7 +137,7 @@ def space(kube: kube_client.Kube, ctx: base.SuiteContext, suite: str) -> Iterato
     """A fresh namespace for one case, deleted afterwards (its pods and claims with it) and waited
     for, so that the next case finds every share it held free again."""
     ns = f"{ctx.namespace_prefix}-dra-{secrets.token_hex(3)}"
-    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns, "labels": {SUITE_LABEL: suite}}})
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns, "labels": {base.SUITE_LABEL: suite}}})
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not kube.request("GET", f"/api/v1/namespaces/{ns}/serviceaccounts/default",
                                                             ok404=True):

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from gpucatalog.validators.conformance import base
 
 GROUP = "scheduling.run.ai"
-SUITE_LABEL = "gpu-catalog.dev/conformance"
 # KAI's label on a fraction pod and on the reservation pod holding its shared GPU.
 GPU_GROUP_LABEL = "runai-gpu-group"
 

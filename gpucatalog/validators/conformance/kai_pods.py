@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpucatalog.validators.conformance import gpu_inventory, kai_math, kai_params, kube_client
+from gpucatalog.validators.conformance import base, gpu_inventory, kai_math, kai_params, kube_client
 
 FRACTION_ANNOTATION = "gpu-fraction"
 MEMORY_ANNOTATION = "gpu-memory"
@@ -43,7 +43,7 @@ def pod(p: kai_params.Params, name: str, queue: str, *, group: str, gpus: int = 
     if priority_class:
         spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {p.queue_label_key: queue, kai_params.SUITE_LABEL: group},
+            "metadata": {"name": name, "labels": {p.queue_label_key: queue, base.SUITE_LABEL: group},
                          "annotations": ann},
             "spec": spec}
 

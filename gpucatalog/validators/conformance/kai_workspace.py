@@ -42,7 +42,7 @@ class Workspace:
         if priority is not None:
             spec["priority"] = priority
         body = {"apiVersion": f"{kai_params.GROUP}/v2", "kind": "Queue",
-                "metadata": {"name": name, "labels": {kai_params.SUITE_LABEL: self.ns}}, "spec": spec}
+                "metadata": {"name": name, "labels": {base.SUITE_LABEL: self.ns}}, "spec": spec}
         self.kube.call(f"create Queue {name}", self.kube.custom.create_cluster_custom_object,
                        kai_params.GROUP, "v2", "queues", body)
         self.queues.append(name)
@@ -65,7 +65,7 @@ class Workspace:
 
     def group_pods(self, group: str) -> list[Any]:
         """The pods a case submitted as ``group`` (``kai_pods.pod(..., group=...)``)."""
-        return self.pods(f"{kai_params.SUITE_LABEL}={group}")
+        return self.pods(f"{base.SUITE_LABEL}={group}")
 
     def pod_groups(self) -> list[dict[str, Any]]:
         """The namespace's PodGroups (explicit ones and those KAI's pod-grouper made)."""
@@ -157,7 +157,7 @@ def workspace(kube: kube_client.Kube, p: kai_params.Params, suite: str, res: bas
     """A fresh namespace for one case; queues and pods are removed afterwards, pass or fail."""
     ns = f"{p.namespace_prefix}-{suite}-{secrets.token_hex(3)}"
     kube.call(f"create namespace {ns}", kube.core.create_namespace,
-              {"metadata": {"name": ns, "labels": {kai_params.SUITE_LABEL: suite}}})
+              {"metadata": {"name": ns, "labels": {base.SUITE_LABEL: suite}}})
     ws = Workspace(kube, p, ns)
     try:
         _default_service_account(kube, ns)

@@ -159,7 +159,7 @@ class KueueAdapter:
     def space(self, suite: str, res: base.CaseResult) -> Iterator[kueue_space.KueueSpace]:
         ns = f"{self.p.namespace_prefix}-{suite}-{secrets.token_hex(3)}"
         self.kube.call(f"create namespace {ns}", self.kube.core.create_namespace,
-                       {"metadata": {"name": ns, "labels": {kueue_space.SUITE_LABEL: suite}}})
+                       {"metadata": {"name": ns, "labels": {base.SUITE_LABEL: suite}}})
         sp = kueue_space.KueueSpace(self.kube, self.p, ns)
         try:
             yield sp

@@ -25,7 +25,6 @@ from gpucatalog.validators.conformance import base, gpu_inventory, kube_client, 
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-SUITE_LABEL = "gpu-catalog.dev/conformance"
 # kwok completes Job pods at once; the sim keeps them running this long (other clusters ignore it).
 RUN_FOR = "sim.gpu-catalog.dev/run-for"
 
@@ -67,7 +66,7 @@ class KueueSpace:
     # -- the tree ---------------------------------------------------------------------------------
     def _create(self, plural: str, body: dict[str, Any]) -> None:
         body = {"apiVersion": f"{GROUP}/{VERSION}", **body}
-        body["metadata"] = {**body["metadata"], "labels": {SUITE_LABEL: self.ns}}
+        body["metadata"] = {**body["metadata"], "labels": {base.SUITE_LABEL: self.ns}}
         self.kube.call(f"create {body['kind']} {body['metadata']['name']}",
                        self.kube.custom.create_cluster_custom_object, GROUP, VERSION, plural, body)
 
@@ -136,9 +135,9 @@ class KueueSpace:
                 "requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {gpu_inventory.GPU: "1"}}}],
         }
         body = {"apiVersion": "batch/v1", "kind": "Job",
-                "metadata": {"name": name, "labels": {QUEUE_LABEL: team, SUITE_LABEL: group}},
+                "metadata": {"name": name, "labels": {QUEUE_LABEL: team, base.SUITE_LABEL: group}},
                 "spec": {"parallelism": size, "completions": size, "backoffLimit": 0, "suspend": True,
-                         "template": {"metadata": {"labels": {SUITE_LABEL: group},
+                         "template": {"metadata": {"labels": {base.SUITE_LABEL: group},
                                                    "annotations": {RUN_FOR: self.p.run_for}},
                                       "spec": pod}}}
         self.kube.call(f"create Job {name}", self.kube.batch.create_namespaced_job, self.ns, body)
@@ -162,12 +161,12 @@ class KueueSpace:
     # -- reading Kueue's answer ---------------------------------------------------------------------
     def jobs(self, group: str) -> list[Any]:
         found = self.kube.call(f"list Jobs of {group}", self.kube.batch.list_namespaced_job, self.ns,
-                               label_selector=f"{SUITE_LABEL}={group}").items
+                               label_selector=f"{base.SUITE_LABEL}={group}").items
         return [j for j in found if j.metadata.deletion_timestamp is None]
 
     def pods(self, group: str) -> list[Any]:
         return list(self.kube.call(f"list pods of {group}", self.kube.core.list_namespaced_pod, self.ns,
-                                   label_selector=f"{SUITE_LABEL}={group}").items)
+                                   label_selector=f"{base.SUITE_LABEL}={group}").items)
 
     def workloads(self, group: str) -> list[dict[str, Any]]:
         """Kueue's Workloads of the group's Jobs (found through their owner references)."""

@@ -66,7 +66,7 @@ def test_workspace_queues_are_real_and_cleaned_up(kubeconfig: Path) -> None:
         ws.queue(f"{ws.ns}-leaf", parent=root, quota=2, weight=2)
         body = kai_pods.pin(kai_pods.pod(p, "frac", f"{ws.ns}-leaf", group="g", fraction=0.5), ["n1"])
         ws.create(body)
-        (created,) = ws.pods(f"{kai_params.SUITE_LABEL}=g")
+        (created,) = ws.pods(f"{base.SUITE_LABEL}=g")
         assert created.spec.scheduler_name == "kai-scheduler"
         assert created.metadata.annotations["gpu-fraction"] == "0.5"
         assert created.metadata.labels["kai.scheduler/queue"] == f"{ws.ns}-leaf"
@@ -159,7 +159,7 @@ def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
         q = sp.queue["q"]
         assert q == f"{ws.ns}-q" and ws.queues == [f"{ws.ns}-root", q]
         sp.gang("q", "gang", 2, "gpu-1")
-        whole = ws.pods(f"{kai_params.SUITE_LABEL}=gang")
+        whole = ws.pods(f"{base.SUITE_LABEL}=gang")
         assert len(whole) == 2 and all(x.metadata.annotations["pod-group-name"] == "gang" for x in whole)
         assert sp.started("gang") == [] and sp.held_back("gang") == [] and sp.units("gang") == 2
         assert sp.extras("non_preemptible_stays_within_quota") == {"podgroup_reasons": []}
@@ -187,7 +187,7 @@ def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
                                                           "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
         memory = gpu_inventory.gpu_memory_mib(kube)
         placed = {x.metadata.name: kai_pods.placement(kube, p, x, memory)
-                  for x in ws.pods(kai_params.SUITE_LABEL) if kai_pods.is_scheduled(x)}
+                  for x in ws.pods(base.SUITE_LABEL) if kai_pods.is_scheduled(x)}
         assert placed["frac"].to_dict() == {"pod": "frac", "node": "gpu-1", "gpu": "g1/GPU-0000",
                                             "fraction": 0.25, "gpus": None}
         assert placed["gang-0"].gpus == 1
