@@ -4,7 +4,7 @@ Every call carries ``SLURM_CONF`` from the suite context and a timeout, so a dea
 slurmctld fails the case with that cause instead of hanging the suite: when a command fails,
 ``scontrol ping`` decides whether the controller is the reason. Talks to Slurm only through
 sbatch/squeue/scontrol/sinfo/sacctmgr, so it works against any Slurm cluster (Slinky's too).
-Called by :mod:`.slurm_suite`.
+Called by :mod:`.slurm_suite` and its case modules.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ class Node:
     gpu_type: str
     reason: str
     partitions: tuple[str, ...]
+    # when the current reason was set (sinfo %H), Slurm's own record: a resume clears it and a
+    # new drain sets a new one, so one drain seen twice with the same mark held unbroken between
+    reason_time: str = ""
 
     @property
     def drained(self) -> bool:
@@ -46,6 +49,7 @@ class Job:
     restarts: int
     partition: str
     gres_idx: dict[str, str]  # node -> "gpu:h100:4(IDX:0-3)"
+    start: str = ""  # StartTime, slurmctld's clock (for a pending job, its expected start)
 
 
 class Slurm:
@@ -76,17 +80,19 @@ class Slurm:
     # -- queries ------------------------------------------------------------------------------
 
     def nodes(self) -> dict[str, Node]:
-        out = self.run(["sinfo", "-h", "-N", "-o", "%N|%T|%G|%P|%E"])
+        out = self.run(["sinfo", "-h", "-N", "-o", "%N|%T|%G|%P|%H|%E"])
         found: dict[str, Node] = {}
         for line in out.splitlines():
-            name, state, gres, part, reason = line.split("|", 4)
+            name, state, gres, part, when, reason = line.split("|", 5)
             part = part.rstrip("*")
             if name in found:
                 prev = found[name]
-                found[name] = Node(name, prev.state, prev.gpus, prev.gpu_type, prev.reason, prev.partitions + (part,))
+                found[name] = Node(name, prev.state, prev.gpus, prev.gpu_type, prev.reason, prev.partitions + (part,),
+                                   prev.reason_time)
                 continue
             gpu_type, gpus = parse_gres(gres)
-            found[name] = Node(name, state, gpus, gpu_type, "" if reason == "none" else reason, (part,))
+            found[name] = Node(name, state, gpus, gpu_type, "" if reason == "none" else reason, (part,),
+                               "" if when == "Unknown" else when)
         return found
 
     def partitions(self) -> dict[str, int]:
@@ -111,6 +117,7 @@ class Slurm:
             restarts=int(kv.get("Restarts", "0") or 0),
             partition=kv.get("Partition", ""),
             gres_idx=gres_idx,
+            start=kv.get("StartTime", ""),
         )
 
     # -- actions ------------------------------------------------------------------------------
@@ -132,6 +139,10 @@ class Slurm:
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             self.run(["scancel", *job_ids], check=False)
+
+    def signal_batch(self, job_id: str, sig: str) -> None:
+        """Send ``sig`` to a job's batch script only (the job is not cancelled)."""
+        self.run(["scancel", "--batch", f"--signal={sig}", job_id])
 
     def drain(self, node: str, reason: str) -> None:
         self.run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])

@@ -56,7 +56,12 @@ def test_suite_passes_on_live_cluster(live_cluster: slurm.SlurmCluster, tmp_path
         assert by_name["drain-on-fault"].result == "skipped"
     else:
         assert by_name["drain-on-fault"].result == "passed"
-        assert by_name["drain-on-fault"].details["reason"].startswith(hook.prefix)
+        drain = by_name["drain-on-fault"].details
+        assert drain["reason"].startswith(hook.prefix)
+        # nothing resumed the node before the case's clear: Slurm's drain mark (reason time) stayed
+        # the same through the running job's end (draining -> drained), judged on the idle node too
+        assert drain["drain_held_to_end"] is True and drain["started_after_resume"] == {}, drain
+        assert list(drain["new_jobs"].values()).count("PENDING") == 1, drain
         assert by_name["manual-drain-kept"].result == "passed"
 
 
