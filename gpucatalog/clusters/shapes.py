@@ -34,6 +34,7 @@ class GpuSpec:
     row_remapper_banks: int
     driver_version: str
     cuda_version: str
+    power_limit_w: float | None = None  # the board's power limit (nvidia-smi current_power_limit)
 
     def bus_id(self, index: int) -> str:
         """Full PCI address as nvidia-smi prints it, e.g. 00000000:18:00.0."""
@@ -78,6 +79,7 @@ def _shape(name: str, d: dict[str, Any]) -> Shape:
             row_remapper_banks=int(g["row_remapper_banks"]),
             driver_version=str(g["driver_version"]),
             cuda_version=str(g["cuda_version"]),
+            power_limit_w=float(g["power_limit_w"]) if g.get("power_limit_w") is not None else None,
         )
         if len(gpu.bus_ids) != gpu.count:
             raise errors.SchemaError(f"shape {name}: {len(gpu.bus_ids)} bus_ids for {gpu.count} GPUs",

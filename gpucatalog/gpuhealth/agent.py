@@ -4,7 +4,8 @@ condition per fault family (plus ``GpuHealthProbeError``) and an Event per non-f
 Expected values come from flags/env first, then from the node's labels
 (``gpu-health.gpu-catalog.io/expect-*``, and ``nvidia.com/gpu.count`` for the GPU count), so one
 DaemonSet serves nodes of different shapes. Events get deterministic names (node + finding), so
-a restarted agent does not repeat them. Called by ``main agent``.
+a restarted agent does not repeat them. With an exporter, each cycle's readings also feed the
+``/metrics`` endpoint (:mod:`metrics`). Called by ``main agent``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpucatalog.gpuhealth import conditions, engine, health, kube, pcie, probes
+from gpucatalog.gpuhealth import conditions, engine, health, kube, metrics, pcie, probes
 from gpucatalog.gpuhealth.errors import RemediationError
 from gpucatalog.gpuhealth.findings import Expectations
 
@@ -55,7 +56,7 @@ def event_name(node: str, key: str) -> str:
 
 class Agent:
     def __init__(self, api: kube.Api, node: str, cfg: probes.ProbeConfig, event_namespace: str = "default",
-                 logger: Callable[..., None] | None = None) -> None:
+                 logger: Callable[..., None] | None = None, exporter: metrics.Exporter | None = None) -> None:
         self.api = api
         self.node = node
         self.cfg = cfg
@@ -64,6 +65,7 @@ class Agent:
         self.known_gpus: dict[str, tuple[int, str]] = {}  # PCI -> (index, UUID) seen so far
         self.links = pcie.LinkHistory()  # PCIe readings under load, across cycles
         self.log = logger or (lambda msg, **kv: None)
+        self.exporter = exporter  # the /metrics endpoint's readings, when it is served
 
     def cycle(self, now: float | None = None) -> list[conditions.Condition]:
         now = time.time() if now is None else now
@@ -71,6 +73,9 @@ class Agent:
         labels = (node.get("metadata") or {}).get("labels") or {}
         cfg = dataclasses.replace(self.cfg, expect=expectations_from_labels(self.cfg.expect, labels))
         obs = probes.observe(cfg, self.known_gpus, self.links)
+        if self.exporter is not None:
+            # before the conditions are written: a failed write leaves the readings served current
+            self.exporter.update(obs, time.time())
         conds, events = conditions.build(obs)
         previous = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
         stamp = engine.iso(now)

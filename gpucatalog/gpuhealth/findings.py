@@ -8,6 +8,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from gpucatalog.gpuhealth.parse_kmsg import XidEvent
+from gpucatalog.gpuhealth.parse_nvsmi import SmiReading
 from gpucatalog.gpuhealth.xidpolicy import Action
 
 
@@ -90,8 +92,11 @@ class Finding:
 @dataclass
 class Observation:
     """One agent cycle: findings, the probes that failed (probe name -> error text), and notes:
-    readings recorded but not judged (an idle GPU's reduced PCIe link), per family."""
+    readings recorded but not judged (an idle GPU's reduced PCIe link), per family. ``smi`` and
+    ``xids`` keep the cycle's nvidia-smi reading and active XIDs for the metrics endpoint."""
 
     findings: list[Finding] = field(default_factory=list)
     probe_errors: dict[str, str] = field(default_factory=dict)
     notes: dict[Family, list[str]] = field(default_factory=dict)
+    smi: SmiReading | None = None
+    xids: list[XidEvent] = field(default_factory=list)

@@ -8,20 +8,17 @@
   was within ``stale_after_s``.
 
 Both answer ``200 ok`` or ``503 <why>``; anything else is 404. The server binds the address it is
-given (the chart passes the pod's own IP; the default is loopback) on a daemon thread, so the
-loop never waits for it. Called by ``main agent`` and ``main controller``; the loops call
+given (the chart passes the pod's own IP; the default is loopback) on a daemon thread
+(:mod:`httpd`), so the loop never waits for it. Called by ``main agent`` and ``main controller``; the loops call
 :meth:`Health.beat` once per iteration.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from gpucatalog.gpuhealth.errors import ConfigError
+from gpucatalog.gpuhealth import httpd
 
 LIVE_PATH = "/healthz"
 READY_PATH = "/readyz"
@@ -69,55 +66,17 @@ class Health:
 
 def parse_addr(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:8081`` or a bare IPv6 pod IP ``fd00::5:8081``) -> (host, port)."""
-    host, sep, port = text.strip().rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"--health-addr {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8081")
-    return host, int(port)
+    return httpd.parse_addr(text, "--health-addr")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    health: Health
+def _answer(check: Callable[[], tuple[bool, str]]) -> httpd.Route:
+    def route() -> httpd.Answer:
+        ok, why = check()
+        return httpd.text(200 if ok else 503, why + "\n")
+    return route
 
 
-class _V6Server(_Server):
-    address_family = socket.AF_INET6
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_GET(self) -> None:
-        if self.path == LIVE_PATH:
-            ok, why = self.server.health.live()
-        elif self.path == READY_PATH:
-            ok, why = self.server.health.ready()
-        else:
-            self._answer(404, "not found; try /healthz or /readyz")
-            return
-        self._answer(200 if ok else 503, why)
-
-    def _answer(self, code: int, text: str) -> None:
-        body = (text + "\n").encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return  # a probe every few seconds is not worth a log line
-
-
-def serve(health: Health, addr: str) -> _Server:
+def serve(health: Health, addr: str) -> httpd.Server:
     """Start answering probes on ``addr`` in a daemon thread; the caller may ``shutdown()`` it."""
-    host, port = parse_addr(addr)
-    cls = _V6Server if ":" in host else _Server
-    try:
-        server = cls((host, port), _Handler)
-    except OSError as exc:
-        raise ConfigError(f"--health-addr {addr}: cannot listen there ({exc.strerror or exc})") from exc
-    server.health = health
-    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
-    return server
+    return httpd.serve(addr, "--health-addr", {LIVE_PATH: _answer(health.live), READY_PATH: _answer(health.ready)},
+                       name="health")

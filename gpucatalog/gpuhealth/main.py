@@ -36,6 +36,7 @@ from gpucatalog.gpuhealth import (
     health,
     inject,
     kube,
+    metrics,
     pcie,
     probes,
     slurm,
@@ -136,14 +137,19 @@ def cmd_agent(a: argparse.Namespace) -> int:
     if not a.node:
         raise ConfigError("--node (or env NODE_NAME) is required")
     cfg = probe_config(a)
-    ag = agent.Agent(kube.Api(kube.load(a.kubeconfig)), a.node, cfg, a.event_namespace, logger=controller.log)
+    exporter = metrics.Exporter(a.node) if a.metrics_addr and not a.once else None
+    ag = agent.Agent(kube.Api(kube.load(a.kubeconfig)), a.node, cfg, a.event_namespace, logger=controller.log,
+                     exporter=exporter)
     if a.once:
         conds = ag.cycle()
         print(json.dumps([c.__dict__ for c in conds], indent=1))
         return 0
     # one agent cycle may wait on nvidia-smi twice (command timeout 30 s each) and a few API calls
     probe = _health(a, default_stale_s=3 * a.interval + 120)
-    controller.log("agent started", node=a.node, host_root=a.host_root, health=a.health_addr or "off")
+    if exporter is not None:
+        metrics.serve(exporter, a.metrics_addr)
+    controller.log("agent started", node=a.node, host_root=a.host_root, health=a.health_addr or "off",
+                   metrics=a.metrics_addr or "off")
     ag.run(_stop_on_signals(), a.interval, probe)
     return 0
 
@@ -282,6 +288,9 @@ def parser() -> argparse.ArgumentParser:
     ag.add_argument("--interval", type=float, default=float(_env("GPU_HEALTH_INTERVAL", "10") or 10))
     ag.add_argument("--event-namespace", default="default")
     ag.add_argument("--once", action="store_true", help="one cycle, print the conditions, exit")
+    ag.add_argument("--metrics-addr", default=_env("GPU_HEALTH_METRICS_ADDR", ""),
+                    help="serve per-GPU Prometheus metrics on HOST:PORT/metrics (the chart: the pod IP, when "
+                         "agent.metrics.enabled); default: off")
     add_health_flags(ag)
     ag.set_defaults(fn=cmd_agent)
 

@@ -3,7 +3,9 @@
 Extracts per GPU what the checks compare: product, UUID, PCI bus id, performance state and GPU
 utilisation (whether the GPU is busy), PCIe current/max link generation and width (the link's
 maximum and, on newer drivers, the GPU's and the host's own maxima), row-remapping counters and
-flags, volatile uncorrectable ECC, and the driver's GPU recovery action. ``N/A`` and missing fields become ``None`` (older drivers, MIG).
+flags, volatile uncorrectable ECC, and the driver's GPU recovery action; and what the metrics
+endpoint exports besides: frame-buffer memory used/total, GPU temperature, power draw and limit.
+``N/A`` and missing fields become ``None`` (older drivers, MIG).
 Truncated or non-XML output raises :class:`ProbeError`. Called by the nvidia-smi probe.
 """
 
@@ -39,6 +41,11 @@ class GpuReading:
     gpu_util_percent: int | None = None
     pcie_gen_max_device: int | None = None  # max_device_link_gen: the GPU's own maximum
     pcie_gen_max_host: int | None = None  # max_host_link_gen: the host port's maximum
+    memory_total_mib: int | None = None  # fb_memory_usage/total
+    memory_used_mib: int | None = None  # fb_memory_usage/used
+    temperature_c: int | None = None  # temperature/gpu_temp
+    power_draw_w: float | None = None  # power_draw (R535-), else instant_power_draw (R550+)
+    power_limit_w: float | None = None  # current_power_limit (gpu_power_readings), else enforced_power_limit
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,33 @@ def _int(el: ET.Element | None, path: str) -> int | None:
         else:
             break
     return int(digits) if digits else None
+
+
+def _float(el: ET.Element | None, path: str) -> float | None:
+    """``"67.03 W"`` -> 67.03; ``None`` when absent, ``N/A`` or not a number."""
+    value = _text(el, path)
+    if value is None:
+        return None
+    try:
+        return float(value.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _power(gpu: ET.Element) -> tuple[float | None, float | None]:
+    """(draw, limit) in watts. Drivers from R525 print ``gpu_power_readings`` (R550 and later
+    split the draw into ``instant_``/``average_power_draw``); older ones ``power_readings`` with
+    ``power_draw``/``enforced_power_limit``. The board's own readings only (not the module's)."""
+    for section in ("gpu_power_readings", "power_readings"):
+        el = gpu.find(section)
+        if el is None:
+            continue
+        draw = next((v for v in (_float(el, n) for n in ("power_draw", "instant_power_draw", "average_power_draw"))
+                     if v is not None), None)
+        limit = next((v for v in (_float(el, n) for n in ("current_power_limit", "enforced_power_limit", "power_limit"))
+                      if v is not None), None)
+        return draw, limit
+    return None, None
 
 
 def _bool(el: ET.Element | None, path: str) -> bool | None:
@@ -118,6 +152,7 @@ def parse(xml_text: str) -> SmiReading:
         bus = gpu.get("id") or _text(gpu, "pci/pci_bus_id") or ""
         link = gpu.find("pci/pci_gpu_link_info")
         rows = gpu.find("remapped_rows")
+        draw, limit = _power(gpu)
         gpus.append(
             GpuReading(
                 index=_index(gpu, idx),
@@ -138,6 +173,11 @@ def parse(xml_text: str) -> SmiReading:
                 gpu_util_percent=_int(gpu, "utilization/gpu_util"),
                 pcie_gen_max_device=_int(link, "pcie_gen/max_device_link_gen"),
                 pcie_gen_max_host=_int(link, "pcie_gen/max_host_link_gen"),
+                memory_total_mib=_int(gpu, "fb_memory_usage/total"),
+                memory_used_mib=_int(gpu, "fb_memory_usage/used"),
+                temperature_c=_int(gpu, "temperature/gpu_temp"),
+                power_draw_w=draw,
+                power_limit_w=limit,
             )
         )
     attached = _int(root, "attached_gpus")

@@ -162,7 +162,7 @@ def observe(
     obs = Observation()
     gpus = known_gpus if known_gpus is not None else {}
     try:
-        smi = read_smi(cfg)
+        smi = obs.smi = read_smi(cfg)
         gpus.update(checks.gpu_map(smi))
         obs.findings += checks.check_smi(smi, cfg.expect, cfg.reason_actions)
         link_findings, link_notes = pcie.judge(smi, cfg.expect, cfg.pcie_rules,
@@ -176,7 +176,8 @@ def observe(
     try:
         scan = parse_kmsg.parse(read_kmsg(cfg.kmsg_path))
         uuids = {pci: uuid for pci, (_, uuid) in gpus.items()}
-        obs.findings += checks.check_xids(parse_kmsg.active_xids(scan, uuids), cfg.xid_policy, gpus)
+        obs.xids = parse_kmsg.active_xids(scan, uuids)
+        obs.findings += checks.check_xids(obs.xids, cfg.xid_policy, gpus)
         obs.findings += checks.check_unparsed_xids(scan.unparsed, cfg.reason_actions)
     except ProbeError as exc:
         obs.probe_errors["kmsg"] = exc.detail

@@ -117,6 +117,8 @@ def test_scenario_flags_are_accepted_by_the_real_parser(values: Path, render: Ca
         ("image.tag=latest", "tag"),
         ("agent.xidDefaultAction=PANIC", "xidDefaultAction"),
         ("controller.actuator.kind=magic", "kind"),
+        ("agent.metrics.port=70000", "port"),
+        ("agent.metrics.path=/x", "path"),
     ],
 )
 def test_schema_rejects_bad_values(flag: str, needle: str, helm: Path) -> None:
@@ -158,8 +160,41 @@ def test_scenario_probes_seccomp_and_users(values: Path, render: Callable[[Path]
             assert sc["runAsUser"] == 0 and c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYSLOG"]}
     for spec in pod_specs(docs):
         assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    (policy,) = by_kind(docs, "NetworkPolicy")
+    (policy,) = [p for p in by_kind(docs, "NetworkPolicy") if p["metadata"]["name"] == "gpu-health"]
     assert policy["spec"]["ingress"] == [{"ports": [{"port": "health", "protocol": "TCP"}]}]
+
+
+def test_metrics_are_off_by_default(render_chart: RenderChart) -> None:
+    docs = render_chart("gpu-health", {})
+    (ds,) = by_kind(docs, "DaemonSet")
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    assert [p["name"] for p in c["ports"]] == ["health"]
+    assert "GPU_HEALTH_METRICS_ADDR" not in {e["name"] for e in c["env"]}
+    assert [p["metadata"]["name"] for p in by_kind(docs, "NetworkPolicy")] == ["gpu-health"]
+
+
+def test_metrics_port_env_and_network_policy_when_enabled(render_chart: RenderChart) -> None:
+    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    docs = render_chart("gpu-health", {"agent": {"metrics": {"enabled": True, "port": 9500, "from": peers}}})
+    (ds,) = by_kind(docs, "DaemonSet")
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "metrics", "containerPort": 9500, "protocol": "TCP"} in c["ports"]
+    env = [e["name"] for e in c["env"]]
+    assert env.index("POD_IP") < env.index("GPU_HEALTH_METRICS_ADDR")  # referenced after it is defined
+    assert {"name": "GPU_HEALTH_METRICS_ADDR", "value": "$(POD_IP):9500"} in c["env"]
+    (dep,) = by_kind(docs, "Deployment")  # the controller serves no metrics
+    assert [p["name"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]] == ["health"]
+    policies = {p["metadata"]["name"]: p["spec"] for p in by_kind(docs, "NetworkPolicy")}
+    assert policies["gpu-health"]["ingress"] == [{"ports": [{"port": "health", "protocol": "TCP"}]}]
+    metrics = policies["gpu-health-agent-metrics"]
+    assert metrics["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "agent"
+    assert metrics["policyTypes"] == ["Ingress"]
+    assert metrics["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}], "from": peers}]
+    open_docs = render_chart("gpu-health", {"agent": {"metrics": {"enabled": True}}})
+    (open_policy,) = [p for p in by_kind(open_docs, "NetworkPolicy") if p["metadata"]["name"] != "gpu-health"]
+    assert open_policy["spec"]["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}]}]
+    no_policy = render_chart("gpu-health", {"agent": {"metrics": {"enabled": True}}, "networkPolicy": {"enabled": False}})
+    assert by_kind(no_policy, "NetworkPolicy") == []
 
 
 def test_agent_runs_non_root_without_capabilities_when_the_host_allows(render_chart: RenderChart) -> None:

@@ -27,6 +27,7 @@ QUEUEING = {
     "quota_reclaim": ["preflight", "reclaim_borrowed_gpus", "non_preemptible_stays_within_quota",
                       "over_quota_weights_split_spare_gpus", "hierarchical_reclaim_across_departments"],
     "fault_remediation": ["agents_report_conditions", "busy_narrowed_pcie_link_quarantined"],
+    "accelerator_metrics": ["per_gpu_series"],
 }
 
 
@@ -46,10 +47,10 @@ def _trusted(k: keys.GeneratedKey) -> dict[str, Any]:
 
 
 def _evidence(out: Path, key: Path, *, kubernetes: str = "v1.36.3", failed: str = "", bundle: str = "gpu-queueing",
-              exploratory: bool = False, digest: str = DIGEST) -> Path:
+              exploratory: bool = False, digest: str = DIGEST, without: str = "") -> Path:
     suites = [{"name": s, "cases": [{"name": c, "result": "failed" if f"{s}/{c}" == failed else "passed",
                                      "reason": "x" if f"{s}/{c}" == failed else ""} for c in cases]}
-              for s, cases in QUEUEING.items()]
+              for s, cases in QUEUEING.items() if s != without]
     st = evidence.build_statement(bundle=bundle, version="0.1.0", profile="sim", digest=digest,
                                   cluster={"provider": "sim", "kubernetesVersion": kubernetes}, tools={},
                                   suites=suites, started=time.time() - 1, finished=time.time(), exploratory=exploratory)
@@ -108,7 +109,9 @@ def test_claims_come_only_from_passing_signed_cases(tmp_path: Path, key: keys.Ge
     assert set(by["gang_scheduling"].cases.values()) == {"passed"}
     assert by["robust_controller"].status == ai_conformance.IMPLEMENTED
     assert by["driver_runtime_management"].status == ai_conformance.PARTIAL  # scope: partial
-    for gap in ("accelerator_metrics", "secure_accelerator_access", "ai_inference", "gpu_sharing"):
+    assert by["accelerator_metrics"].status == ai_conformance.IMPLEMENTED
+    assert by["accelerator_metrics"].cases == {"accelerator_metrics/per_gpu_series": "passed"}
+    for gap in ("ai_service_metrics", "secure_accelerator_access", "ai_inference", "gpu_sharing"):
         assert by[gap].status == ai_conformance.NOT_IMPLEMENTED and not by[gap].covered
         assert by[gap].notes.startswith("not covered") and by[gap].evidence == []
 
@@ -124,6 +127,17 @@ def test_a_failed_or_missing_case_is_not_claimed(tmp_path: Path, key: keys.Gener
     by = {a.requirement.id: a for a in ai_conformance.assess(m, "gpu-queueing", [])}
     assert by["gang_scheduling"].status == ai_conformance.NOT_IMPLEMENTED
     assert by["gang_scheduling"].notes.startswith("not shown: no passing evidence for gang/")
+    # evidence of a run without the metrics suite (gpu-queueing 0.1.0 declares none) claims no metrics
+    older, _ = _read([_evidence(tmp_path / "older", key.private_path, without="accelerator_metrics")], key)
+    by = {a.requirement.id: a for a in ai_conformance.assess(m, "gpu-queueing", older)}
+    assert by["accelerator_metrics"].status == ai_conformance.NOT_IMPLEMENTED
+    assert by["accelerator_metrics"].notes.startswith("not shown: no passing evidence for accelerator_metrics/")
+    assert by["gang_scheduling"].status == ai_conformance.IMPLEMENTED
+    failed, _ = _read([_evidence(tmp_path / "no-series", key.private_path,
+                                 failed="accelerator_metrics/per_gpu_series")], key)
+    by = {a.requirement.id: a for a in ai_conformance.assess(m, "gpu-queueing", failed)}
+    assert by["accelerator_metrics"].status == ai_conformance.NOT_IMPLEMENTED
+    assert "failed: accelerator_metrics/per_gpu_series" in by["accelerator_metrics"].notes
 
 
 def test_evidence_that_cannot_back_a_claim_is_set_aside(tmp_path: Path, key: keys.GeneratedKey) -> None:
@@ -162,7 +176,9 @@ def test_files_are_written_and_signed(tmp_path: Path, key: keys.GeneratedKey) ->
     assert gang["status"] == "Implemented" and gang["level"] == "MUST"
     assert (out / gang["evidence"][0]).is_file()  # points at the copied signed envelope
     metrics = next(r for r in product["spec"]["observability"] if r["id"] == "accelerator_metrics")
-    assert metrics["status"] == "Not Implemented" and metrics["evidence"] == [] and "not covered" in metrics["notes"]
+    assert metrics["status"] == "Implemented" and metrics["level"] == "MUST" and metrics["evidence"]
+    service = next(r for r in product["spec"]["observability"] if r["id"] == "ai_service_metrics")
+    assert service["status"] == "Not Implemented" and service["evidence"] == [] and "not covered" in service["notes"]
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("tests") == "14" and suite.get("failures") == "0"
     assert suite.get("skipped") == str(sum(1 for a in results if not a.covered))

@@ -118,11 +118,28 @@ argument's $(VAR) is not expanded by every kubelet, the sim's included) and the 
   value: "$(POD_IP):{{ .Values.healthPort }}"
 {{- end -}}
 
+{{/* The agent's per-GPU metrics endpoint on the pod IP, when agent.metrics.enabled. */}}
+{{- define "gpu-health.metricsEnv" -}}
+{{- if .Values.agent.metrics.enabled }}
+- name: GPU_HEALTH_METRICS_ADDR
+  value: "$(POD_IP):{{ .Values.agent.metrics.port }}"
+{{- end }}
+{{- end -}}
+
+{{- define "gpu-health.healthPortItem" -}}
+- name: health
+  containerPort: {{ .Values.healthPort }}
+  protocol: TCP
+{{- end -}}
+
 {{- define "gpu-health.probes" -}}
 ports:
-  - name: health
-    containerPort: {{ .Values.healthPort }}
-    protocol: TCP
+  {{- include "gpu-health.healthPortItem" . | nindent 2 }}
+{{ include "gpu-health.probeChecks" . }}
+{{- end -}}
+
+{{/* The kubelet's probes of the health endpoints (the agent lists its ports itself: it may add metrics). */}}
+{{- define "gpu-health.probeChecks" -}}
 # liveness: the work loop finished an iteration recently (an API outage does not fail it)
 livenessProbe:
   httpGet: {path: /healthz, port: health}

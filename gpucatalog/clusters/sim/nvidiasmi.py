@@ -55,6 +55,12 @@ def _yes(b: bool) -> str:
 
 
 IDLE_LINK_GEN = 1  # what an idle GPU's link down-trains to (real P8 dumps all read gen 1)
+# Readings of an idle and a busy GPU: temperature in C, power as a share of the board's limit,
+# frame-buffer memory in use as a share of it (in the range of the real dumps' idle P8 GPUs:
+# 17-42 C, 4-22 % of their limit; a busy A100 in a published dump: 60-70 C).
+IDLE_TEMP_C, BUSY_TEMP_C = 33, 64
+IDLE_POWER_SHARE, BUSY_POWER_SHARE = 0.1, 0.72
+BUSY_MEMORY_SHARE = 0.6
 
 
 def nvidia_smi_xml(shape: Shape, hw: dict[str, Any], work: set[int] | None = None) -> str:
@@ -99,13 +105,25 @@ def nvidia_smi_xml(shape: Shape, hw: dict[str, Any], work: set[int] | None = Non
         _sub(pci, "replay_rollover_counter", 0)
         _sub(gpu, "performance_state", "P0" if busy else "P8")
         fb = _sub(gpu, "fb_memory_usage")
+        used_mib = int(g.memory_mib * BUSY_MEMORY_SHARE) if busy else 0
         _sub(fb, "total", f"{g.memory_mib} MiB")
         _sub(fb, "reserved", "0 MiB")
-        _sub(fb, "used", "0 MiB")
-        _sub(fb, "free", f"{g.memory_mib} MiB")
+        _sub(fb, "used", f"{used_mib} MiB")
+        _sub(fb, "free", f"{g.memory_mib - used_mib} MiB")
         util = _sub(gpu, "utilization")
         _sub(util, "gpu_util", "93 %" if busy else "0 %")
         _sub(util, "memory_util", "41 %" if busy else "0 %")
+        temp = _sub(gpu, "temperature")
+        _sub(temp, "gpu_temp", f"{BUSY_TEMP_C if busy else IDLE_TEMP_C} C")
+        power = _sub(gpu, "gpu_power_readings")
+        _sub(power, "power_state", "P0" if busy else "P8")
+        if g.power_limit_w is None:
+            _sub(power, "power_draw", "N/A")
+            _sub(power, "current_power_limit", "N/A")
+        else:
+            share = BUSY_POWER_SHARE if busy else IDLE_POWER_SHARE
+            _sub(power, "power_draw", f"{g.power_limit_w * share:.2f} W")
+            _sub(power, "current_power_limit", f"{g.power_limit_w:.2f} W")
         mode = _sub(gpu, "ecc_mode")
         _sub(mode, "current_ecc", "Enabled")
         _sub(mode, "pending_ecc", "Enabled")

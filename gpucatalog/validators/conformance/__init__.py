@@ -11,4 +11,5 @@ SUITES: dict[str, str] = {
     "fault_remediation": "gpucatalog.validators.conformance.fault_remediation",
     "slurm": "gpucatalog.validators.conformance.slurm_suite",
     "gpu_sharing_dra": "gpucatalog.validators.conformance.gpu_sharing_dra",
+    "accelerator_metrics": "gpucatalog.validators.conformance.accelerator_metrics",
 }

@@ -4,7 +4,8 @@ kubeconfig only: the typed APIs (for the KAI suites) and plain-JSON requests (fo
 into ``CaseFailed`` messages that name the call and quote the API server.
 
 Called by the KAI suite modules (``kai_suite``, ``kai_preflight``, ``kai_workspace``,
-``kai_pods``, ``gpu_inventory``) and by ``remediation_env``.
+``kai_pods``, ``gpu_inventory``), by ``remediation_env`` and by ``accelerator_metrics`` (a pod's
+endpoint read through the API server's proxy).
 """
 
 from __future__ import annotations
@@ -81,6 +82,18 @@ class Kube:
             raise base.CaseFailed(f"{method} {path}: HTTP {status}: {text[:300]}")
         found: dict[str, Any] = json.loads(text) if text.strip() else {}
         return found
+
+    def get_text(self, path: str) -> tuple[int, str]:
+        """``GET path`` as text (a pod's or service's proxied endpoint): the status and the body,
+        whatever the status; a transport error becomes ``CaseFailed`` naming the path."""
+        params = self.api.param_serialize(method="GET", resource_path=path, header_params={"Accept": "*/*"},
+                                          auth_settings=["BearerToken"])
+        try:
+            resp = self.api.call_api(*params, _request_timeout=REQUEST_TIMEOUT_S)
+        except urllib3.exceptions.HTTPError as exc:
+            raise base.CaseFailed(f"GET {path}: Kubernetes API unreachable ({exc})") from exc
+        raw = resp.read()
+        return int(resp.status), raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
 
     def close(self) -> None:
         self.api.close()
