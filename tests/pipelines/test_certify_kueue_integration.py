@@ -27,7 +27,7 @@ def test_certify_gpu_queueing_main_job(tmp_path: Path, capsys: pytest.CaptureFix
     suites = {s["name"]: s for s in out["suites"]}
     failed = [(s, c["name"], c["reason"]) for s in suites.values() for c in s["cases"] if c["result"] != "passed"]
     assert rc == 0 and out["result"] == "passed", failed
-    assert set(suites) == {"static", "quota_reclaim", "gang", "fault_remediation", "gpu_sharing_dra"}
+    assert set(suites) == {"static", "quota_reclaim", "gang", "accelerator_metrics", "fault_remediation", "gpu_sharing_dra"}
     assert (out["bundle"], out["version"]) == ("gpu-queueing", "0.2.0")
     stand_in = [line for line in out["cluster"]["simulated"] if "SIM STAND-IN" in line]
     assert stand_in and "nvidia-dra-driver-kubelet-plugin" in stand_in[0], out["cluster"]["simulated"]

@@ -201,7 +201,7 @@ def test_cli_outside_range_cell_runs_nothing(tmp_path: Path, monkeypatch: pytest
                                              capsys: pytest.CaptureFixture[str]) -> None:
     from gpucatalog.cli import main
     monkeypatch.setenv("CATALOG_KEY_DIR", str(tmp_path / "keys"))
-    assert main(["matrix", "gpu-queueing", "--kubernetes", "1.37", "--out", str(tmp_path / "m"), "--json"]) == 0
+    assert main(["matrix", "gpu-queueing@0.1.0", "--kubernetes", "1.37", "--out", str(tmp_path / "m"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     (cell,) = doc["cells"]
     assert cell["status"] == "outside-range" and cell["bundle"] == "gpu-queueing@0.1.0"

@@ -51,7 +51,7 @@ def test_each_bad_input_names_its_field() -> None:
 
 @pytest.mark.toolchain
 def test_validate_names_bad_claim_templates_of_the_bundle(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bundle = repo_copy / "bundles" / "gpu-queueing" / "0.1.0.yaml"
+    bundle = repo_copy / "bundles" / "gpu-queueing" / "0.2.0.yaml"
     bundle.write_text(bundle.read_text() + """    broken-dra:
       description: claim templates a user got wrong
       cluster: {provider: kubeconfig, shape: h100-80gb-x8}
