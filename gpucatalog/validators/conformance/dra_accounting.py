@@ -109,6 +109,22 @@ def allocations(claims: Iterable[Mapping[str, Any]], driver: str = DRIVER) -> li
     return out
 
 
+def kinds(inv: Inventory, allocs: Iterable[Allocation]) -> dict[str, int]:
+    """How many allocations were shares of a GPU (a share ID and consumed memory), MIG partitions,
+    and whole GPUs. A scheduler that hands a shared claim a whole device of its own counts it as
+    whole (KAI v0.16.8 does: docs/kai.md), so a case can ask that every kind occurred."""
+    out = {"shared": 0, "partition": 0, "whole": 0}
+    for a in allocs:
+        dev = inv.devices.get((a.pool, a.device))
+        if dev is not None and dev.attr("type") == "mig":
+            out["partition"] += 1
+        elif a.share_id and a.memory is not None:
+            out["shared"] += 1
+        else:
+            out["whole"] += 1
+    return out
+
+
 def overcommits(inv: Inventory, allocs: Iterable[Allocation]) -> list[str]:
     """Every device given more than it has (memory of a shared device; more than one claim of an
     unshared one) and every counter set drawn past its totals; empty when none."""

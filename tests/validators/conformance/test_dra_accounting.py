@@ -19,6 +19,7 @@ def _claim(name: str, device: str, memory: str | None = None) -> dict[str, Any]:
     r: dict[str, Any] = {"driver": "gpu.nvidia.com", "pool": "n0", "device": device, "request": "gpu"}
     if memory:
         r["consumedCapacity"] = {"memory": memory}
+        r["shareID"] = f"share-{name}"
     return {"metadata": {"name": name, "namespace": "t"}, "status": {"allocation": {"devices": {"results": [r]}}}}
 
 
@@ -49,3 +50,13 @@ def test_unshared_device_given_twice_is_caught() -> None:
     claims = [_claim("a", "gpu-5-mig-3g40gb-0"), _claim("b", "gpu-5-mig-3g40gb-0")]
     problems = acc.overcommits(_inventory(), acc.allocations(claims))
     assert any("not shareable, allocated to 2 claims" in p for p in problems)
+
+
+def test_kinds_tell_shares_from_whole_devices_and_partitions() -> None:
+    """What the mixed case requires: a scheduler that gives every shared claim a whole device of its
+    own and never places a partition (KAI v0.16.8, by hand) shows no share and no partition."""
+    inv = _inventory()
+    mixed = [_claim("a", "gpu-0", "40Gi"), _claim("c", "gpu-4"), _claim("m", "gpu-5-mig-1g10gb-0")]
+    assert acc.kinds(inv, acc.allocations(mixed)) == {"shared": 1, "partition": 1, "whole": 1}
+    whole_only = [_claim("a", "gpu-0"), _claim("b", "gpu-1"), _claim("c", "gpu-4")]
+    assert acc.kinds(inv, acc.allocations(whole_only)) == {"shared": 0, "partition": 0, "whole": 3}
