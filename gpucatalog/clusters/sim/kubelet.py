@@ -294,10 +294,22 @@ class Kubelet:
             netns.remove(run.net, run.pause, self.lay.root)
             run.net = None
 
-    def delete(self, run: podrun.PodRun, grace: float) -> None:
+    def delete(self, run: podrun.PodRun, grace: float, final_status: bool = True) -> None:
         run.terminating = True
         self.kill(run, grace)
         self.pods.pop(run.uid, None)
+        if final_status:
+            # as a real kubelet does: the terminal status (each container's exit code) is written
+            # before the pod is removed, so a watcher sees how a pod deleted mid-run ended
+            now = time.monotonic()
+            for cont in run.containers:
+                if cont.state != "running":
+                    continue
+                if cont.popen is not None:
+                    self._exited(run, cont, now)
+                else:  # a container the sim reports without a process
+                    cont.state, cont.finished_at, cont.exit_code, cont.reason = "terminated", podrun.now(), 0, "Completed"
+            self.report(run)
         try:
             self.core.delete_namespaced_pod(
                 run.name, run.namespace, body={"gracePeriodSeconds": 0, "preconditions": {"uid": run.uid}})
@@ -320,7 +332,8 @@ class Kubelet:
                     self.delete(run, float(pod.metadata.deletion_grace_period_seconds or 0))
                 else:
                     self.delete(podrun.PodRun(uid, pod.metadata.namespace, pod.metadata.name, pod.spec.node_name, "",
-                                       self.lay.node_dir(pod.spec.node_name) / "pods" / "gone", "Never"), 0)
+                                       self.lay.node_dir(pod.spec.node_name) / "pods" / "gone", "Never"), 0,
+                                final_status=False)
                 continue
             if run is None and time.monotonic() < self.retry_after.get(uid, 0.0):
                 continue

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import urllib3
+from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from gpucatalog.validators.conformance import base, kube_client
@@ -224,11 +225,15 @@ class PodInjector:
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
         t0 = time.monotonic()
         try:
-            term = self._wait_terminated(path, node)
-            out = self._output(ns, name) or str(term.get("message") or "")
+            term, deleted = self._wait_terminated(ns, name, str(created["metadata"]["resourceVersion"]), node)
             rc = int(term.get("exitCode", -1))
+            if deleted and rc != 0:
+                raise base.CaseFailed(f"the fault injector pod on {node} was deleted (a drain of the node?) before it "
+                                      f"finished: exit {rc} {term.get('reason') or ''}".rstrip())
+            # a pod removed once it had finished (a drain for the very fault it wrote) took its log along
+            out = ("" if deleted else self._output(ns, name)) or str(term.get("message") or "")
             self.runs.append({"node": node, "pod": name, "args": body["spec"]["containers"][0]["args"],
-                              "exitCode": rc, "output": out.strip()[-400:],
+                              "exitCode": rc, "output": out.strip()[-400:], "deletedBeforeRead": deleted,
                               "seconds": round(time.monotonic() - t0, 2)})
             return rc, out
         finally:
@@ -237,28 +242,46 @@ class PodInjector:
             base.wait_for(f"fault injector pod {ns}/{name} deleted",
                           lambda: not self.kube.request("GET", path, ok404=True), 30)
 
-    def _wait_terminated(self, path: str, node: str) -> dict[str, Any]:
-        """The container's terminated state; CaseFailed early for a pod that cannot start."""
+    def _wait_terminated(self, ns: str, name: str, rv: str, node: str) -> tuple[dict[str, Any], bool]:
+        """The container's terminated state, and whether the pod was deleted by then; CaseFailed
+        early for a pod that cannot start or was deleted before it ran.
+
+        A watch, not polling: a pod evicted while still reported Pending (the PodDisruptionBudget
+        does not protect a pod not yet running) may have written its fault already, and only the
+        DELETED event carries the terminal status its kubelet wrote just before removing it."""
         deadline = time.monotonic() + self.timeout_s
         last: dict[str, Any] = {}
         while time.monotonic() < deadline:
-            pod = self.kube.request("GET", path, ok404=True)
+            w: Any = watch.Watch()  # type: ignore[no-untyped-call]  # the client ships no types here
+            try:
+                for ev in w.stream(self.kube.core.list_namespaced_pod, ns, field_selector=f"metadata.name={name}",
+                                   resource_version=rv, allow_watch_bookmarks=False,
+                                   timeout_seconds=max(1, int(deadline - time.monotonic()))):
+                    pod = ev.get("raw_object") or {}
+                    if ev.get("type") == "ERROR" or not pod.get("metadata"):
+                        break
+                    rv = str(pod["metadata"].get("resourceVersion") or rv)
+                    last = pod.get("status") or {}
+                    term = _terminated(last, node)
+                    deleted = ev["type"] == "DELETED" or bool(pod["metadata"].get("deletionTimestamp"))
+                    if term is not None and (ev["type"] == "DELETED" or not deleted):
+                        return term, deleted
+                    if ev["type"] == "DELETED":
+                        raise base.CaseFailed(
+                            f"the fault injector pod on {node} was deleted before it ran (a drain of the node?); "
+                            f"last seen: {json.dumps({k: last.get(k) for k in ('phase', 'reason')})}")
+            except (ApiException, urllib3.exceptions.HTTPError):
+                pass  # an expired resource version or a dropped stream: read the pod and watch again
+            finally:
+                w.stop()
+            pod = self.kube.request("GET", f"/api/v1/namespaces/{ns}/pods/{name}", ok404=True)
             if not pod:
                 raise base.CaseFailed(f"the fault injector pod on {node} was deleted before it finished "
                                       f"(last seen: {json.dumps({k: last.get(k) for k in ('phase', 'reason')})})")
-            last = pod.get("status") or {}
-            for cs in last.get("containerStatuses") or []:
-                state = cs.get("state") or {}
-                if "terminated" in state and last.get("phase") in ("Succeeded", "Failed"):
-                    return dict(state["terminated"])
-                reason = (state.get("waiting") or {}).get("reason", "")
-                if reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
-                              "CreateContainerError", "StartError", "RunContainerError"):
-                    raise base.CaseFailed(f"the fault injector pod on {node} cannot start: {reason} "
-                                          f"{(state.get('waiting') or {}).get('message', '')[:300]}")
-            if last.get("phase") == "Failed" and not last.get("containerStatuses"):
-                raise base.CaseFailed(f"the fault injector pod on {node} failed: {last.get('reason', '')} "
-                                      f"{last.get('message', '')[:300]}")
+            rv, last = str(pod["metadata"]["resourceVersion"]), pod.get("status") or {}
+            term = _terminated(last, node)
+            if term is not None and not pod["metadata"].get("deletionTimestamp"):
+                return term, False
             time.sleep(POLL_S)
         raise base.CaseFailed(f"the fault injector pod on {node} did not finish within {self.timeout_s:.0f}s: "
                               f"{json.dumps({k: last.get(k) for k in ('phase', 'reason', 'message')})}")
@@ -274,3 +297,21 @@ class PodInjector:
                 return text
             time.sleep(POLL_S)
         return ""
+
+
+def _terminated(status: dict[str, Any], node: str) -> dict[str, Any] | None:
+    """The injector container's terminated state once the pod is done; CaseFailed for a pod that
+    cannot start."""
+    for cs in status.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if "terminated" in state and status.get("phase") in ("Succeeded", "Failed"):
+            return dict(state["terminated"])
+        reason = (state.get("waiting") or {}).get("reason", "")
+        if reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+                      "CreateContainerError", "StartError", "RunContainerError"):
+            raise base.CaseFailed(f"the fault injector pod on {node} cannot start: {reason} "
+                                  f"{(state.get('waiting') or {}).get('message', '')[:300]}")
+    if status.get("phase") == "Failed" and not status.get("containerStatuses"):
+        raise base.CaseFailed(f"the fault injector pod on {node} failed: {status.get('reason', '')} "
+                              f"{status.get('message', '')[:300]}")
+    return None

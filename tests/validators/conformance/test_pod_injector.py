@@ -5,6 +5,7 @@ kubelet would write; the sim cluster runs the real pods (tests/gpuhealth/test_po
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -133,3 +134,57 @@ def test_the_pods_outcome_decides(kubeconfig: Path, render_chart: Callable[..., 
         inj.close()
     assert not kube.request("GET", f"/api/v1/namespaces/inj-test/serviceaccounts/{pod_injector.SERVICE_ACCOUNT}",
                             ok404=True)
+
+
+def _draining_kubelet(kubeconfig: Path, ns: str, status: dict[str, Any] | None, stop: threading.Event) -> None:
+    """Plays a node drained for the very fault its injector pod writes, faster than the injector
+    reads: the pod is evicted, its kubelet writes its terminal ``status`` (none: it never ran) and
+    removes it."""
+    kube = kube_client.Kube(kubeconfig)
+    while not stop.is_set():
+        for p in kube.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]:
+            path = f"/api/v1/namespaces/{ns}/pods/{p['metadata']['name']}"
+            # the eviction marks the pod deleted; its kubelet stops it, writes how it ended, removes it
+            p = kube.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 30},
+                             ok404=True)
+            if status is not None and p.get("metadata"):
+                p["status"] = status
+                kube.request("PUT", f"{path}/status", p, ok404=True)
+            kube.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                         ok404=True)
+        stop.wait(0.05)
+
+
+@pytest.mark.parametrize("status, says", [
+    # it wrote the fault, then the drain that fault caused removed it: the injection happened
+    (_terminated(0, ""), None),
+    # killed mid-run by the drain: the injection did not finish
+    (_terminated(143, ""), "was deleted (a drain of the node?) before it finished: exit 143"),
+    # removed before its container ever ran (a pod still Pending is evicted despite the PDB)
+    (None, "was deleted before it ran (a drain of the node?)"),
+])
+def test_a_pod_removed_by_a_drain_is_judged_by_its_last_status(
+        kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]], status: dict[str, Any] | None,
+        says: str | None) -> None:
+    objects = render_chart("gpu-health", None, "--namespace", "inj-drain")
+    for o in objects:
+        o["metadata"]["namespace"] = "inj-drain"
+    kube = kube_client.Kube(kubeconfig)
+    if not kube.request("GET", "/api/v1/namespaces/inj-drain", ok404=True):
+        kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": "inj-drain"}})
+    inj = pod_injector.PodInjector(kubeconfig, _agent(objects), timeout_s=20)
+    stop = threading.Event()
+    t = threading.Thread(target=_draining_kubelet, args=(kubeconfig, "inj-drain", status, stop), daemon=True)
+    t.start()
+    try:
+        if says is None:
+            assert inj.inject_fault("node-a", "xid", code=79, gpu=2).startswith("node-a:")
+            assert inj.runs[-1]["exitCode"] == 0 and inj.runs[-1]["deletedBeforeRead"] is True
+        else:
+            with pytest.raises(base.CaseFailed, match=r"the fault injector pod on node-a " + re.escape(says)):
+                inj.inject_fault("node-a", "xid", code=79, gpu=2)
+    finally:
+        stop.set()
+        t.join(5)
+        inj.close()
