@@ -109,6 +109,17 @@ class Space:
                                   lambda: self.get_pod(pod)["spec"].get("nodeName"), self.ctx.scaled(timeout), 0.1)
         return node
 
+    def wait_some_scheduled(self, pods: list[str], count: int, timeout: float = 30) -> list[str]:
+        """The first ``count`` of ``pods`` scheduled (which ones is the scheduler's choice when they
+        ask alike), waiting up to ``timeout`` s."""
+        def placed() -> list[str] | None:
+            done = [p for p in pods if self.get_pod(p)["spec"].get("nodeName")]
+            return done[:count] if len(done) >= count else None
+
+        found: list[str] = base.wait_for(f"{count} of pods {', '.join(pods)} in {self.ns} scheduled with their claims "
+                                         "allocated", placed, self.ctx.scaled(timeout), 0.1)
+        return found
+
     def unschedulable(self, pod: str) -> str:
         """The scheduler's message for a pod it could not place ('' while it has none)."""
         p = self.get_pod(pod)
