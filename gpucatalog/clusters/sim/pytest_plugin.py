@@ -18,6 +18,7 @@ cluster of that name and leaves it running.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,6 +75,13 @@ def sim_namespace(k8s_client: Any, request: pytest.FixtureRequest) -> Iterator[s
     base = request.node.name.lower().replace("_", "-")[:40].strip("-")
     name = f"{base}-{uuid.uuid4().hex[:5]}"
     core.create_namespace({"metadata": {"name": name}})
+    # pods are refused until the controller manager has made the namespace's default
+    # ServiceAccount (seconds on a loaded machine): wait for it, as kubectl users learn to
+    deadline = time.monotonic() + 60
+    while not core.list_namespaced_service_account(name, field_selector="metadata.name=default").items:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"namespace {name}: no default ServiceAccount after 60 s")
+        time.sleep(0.2)
     try:
         yield name
     finally:
