@@ -169,7 +169,11 @@ def test_publisher_process_killed_leaves_its_slices_and_cases_still_run(cluster:
                 "resource.k8s.io", "v1", "resourceslices", label_selector=f"{drapublisher.NODE_LABEL}={node}")["items"]
             return items
 
-        before = base.wait_for("the publisher's slices", published, 60)
+        # the pool's slices are written one by one: take them once the publisher says it is whole
+        base.wait_for("the publisher's pool published",
+                      lambda: "published pool" in (tmp_path / "publisher.log").read_text(), 60)
+        before = published()
+        assert before
         time.sleep(1.5)  # a few rounds: nothing changes, nothing is republished
         assert [o["metadata"]["resourceVersion"] for o in published()] == [o["metadata"]["resourceVersion"] for o in before]
     finally:
