@@ -294,11 +294,11 @@ class Kubelet:
             netns.remove(run.net, run.pause, self.lay.root)
             run.net = None
 
-    def delete(self, run: podrun.PodRun, grace: float, final_status: bool = True) -> None:
+    def delete(self, run: podrun.PodRun, grace: float) -> None:
         run.terminating = True
         self.kill(run, grace)
         self.pods.pop(run.uid, None)
-        if final_status:
+        if run.containers:  # none: a pod this kubelet never ran, whose status it leaves alone
             # as a real kubelet does: the terminal status (each container's exit code) is written
             # before the pod is removed, so a watcher sees how a pod deleted mid-run ended
             now = time.monotonic()
@@ -332,8 +332,7 @@ class Kubelet:
                     self.delete(run, float(pod.metadata.deletion_grace_period_seconds or 0))
                 else:
                     self.delete(podrun.PodRun(uid, pod.metadata.namespace, pod.metadata.name, pod.spec.node_name, "",
-                                       self.lay.node_dir(pod.spec.node_name) / "pods" / "gone", "Never"), 0,
-                                final_status=False)
+                                       self.lay.node_dir(pod.spec.node_name) / "pods" / "gone", "Never"), 0)
                 continue
             if run is None and time.monotonic() < self.retry_after.get(uid, 0.0):
                 continue
