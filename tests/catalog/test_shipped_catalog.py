@@ -25,8 +25,9 @@ def test_every_shipped_bundle_renders_twice_identically() -> None:
             assert a.digest == again.digest, (name, profile)
 
 
-def test_validate_gpu_scheduling_sim_is_clean(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate", "gpu-scheduling", "--profile", "sim"]) == 0
+@pytest.mark.parametrize("ref", ["gpu-scheduling@0.1.0", "gpu-scheduling@0.2.0"])
+def test_validate_gpu_scheduling_sim_is_clean(capsys: pytest.CaptureFixture[str], ref: str) -> None:
+    assert main(["validate", ref, "--profile", "sim"]) == 0
     assert "no findings" in capsys.readouterr().out
 
 
@@ -48,7 +49,7 @@ def test_seeded_bad_queue_field_fails_validation_naming_it(
                   value: 4
 """
     )
-    rc = main(["--catalog-dir", str(repo_copy), "validate", "gpu-scheduling", "--profile", "broken", "--no-lint"])
+    rc = main(["--catalog-dir", str(repo_copy), "validate", "gpu-scheduling@0.1.0", "--profile", "broken", "--no-lint"])
     err = capsys.readouterr().err
     assert rc == 1
     assert "crd-schema" in err and "Queue/vision" in err and "spec.resources.gpu" in err and "quotaa" in err
@@ -59,7 +60,7 @@ def test_kubernetes_version_outside_a_component_range_is_a_finding(
 ) -> None:
     f = repo_copy / "components" / "team-queues" / "0.1.0.yaml"
     f.write_text(f.read_text().replace('">=1.28.0 <1.37.0"', '">=1.28.0 <1.36.0"'))
-    rc = main(["--catalog-dir", str(repo_copy), "validate", "gpu-scheduling", "--profile", "sim", "--no-lint"])
+    rc = main(["--catalog-dir", str(repo_copy), "validate", "gpu-scheduling@0.1.0", "--profile", "sim", "--no-lint"])
     assert rc == 1
     assert "[kubernetes-range] team-queues" in capsys.readouterr().err
 

@@ -25,7 +25,7 @@ def test_certify_fault_remediation_then_promote(
     ev = tmp_path / "evidence"
     cat = ["--catalog-dir", str(repo_copy)]
     rc = main([
-        *cat, "certify", "gpu-scheduling", "--cluster", "sim", "--suite", "fault_remediation",
+        *cat, "certify", "gpu-scheduling@0.1.0", "--cluster", "sim", "--suite", "fault_remediation",
         "--cluster-name", f"cert-{os.getpid()}", "--signing-key", str(key.private_path),
         "--evidence", str(ev), "--json",
     ])
