@@ -166,7 +166,7 @@ def _value_paths(v: Any, prefix: str = "") -> Iterator[str]:
     if isinstance(v, dict) and v:
         for k, sub in v.items():
             yield from _value_paths(sub, f"{prefix}.{k}" if prefix else str(k))
-    else:
+    elif prefix:  # a component given no values at all sets no path
         yield prefix
 
 

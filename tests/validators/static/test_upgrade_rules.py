@@ -98,3 +98,13 @@ def test_removed_values_and_objects_are_risks() -> None:
     new.components[1].objects = [{**POOL, "metadata": {"name": "gpus-renamed"}}]
     risks = {(f.rule, f.component, f.obj or f.field) for f in upgrade_rules.risks(old, new)}
     assert risks == {("value-removed", "op", "debug"), ("object-removed", "pools", "Pool gpus")}
+
+
+def test_values_given_only_by_the_new_version_remove_nothing() -> None:
+    # gpu-scheduling 0.2.0 gives team-queues values where 0.1.0 gave none: once reported as
+    # "value  set by 0.1.0 is not set" (the empty root taken for a path).
+    old = _old()
+    old.components[1].values = {}
+    new = copy.deepcopy(old)
+    new.components[1].values = {"departments": [{"name": "research"}]}
+    assert upgrade_rules.risks(old, new) == []
