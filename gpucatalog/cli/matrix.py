@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "catalog matrix slurm@0.1.0 --kubernetes 1.36 --out out/matrix",
             "catalog matrix gpu-queueing --kubernetes 1.37 --outside-range   # probe beyond the declared range",
             "catalog matrix gpu-queueing slurm --no-run --json                # rebuild from the evidence present",
+            "catalog matrix gpu-scheduling@0.1.0 --image-map kai-images.yaml  # KAI cells with your own binaries",
         ],
     )
     p.add_argument("bundles", nargs="+", metavar="BUNDLE[@VERSION]")
@@ -39,6 +40,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--signing-key", type=Path, help="Ed25519 private key (default: the local key)")
     p.add_argument("--outside-range", action="store_true",
                    help="also run cells outside a component's declared range (exploratory probes)")
+    p.add_argument("--image-map", type=Path, metavar="FILE",
+                   help="sim only: an image-map overlay used by every cell (bring your own binaries, e.g. KAI's; "
+                        "see docs/kai.md); default $GPU_CATALOG_IMAGE_MAP")
     p.add_argument("--rerun", action="store_true", help="run every cell again, even one with valid evidence")
     p.add_argument("--no-run", action="store_true", help="run nothing: rebuild the matrix from the evidence present")
     p.add_argument("--json", action="store_true", help="print the matrix document as JSON on stdout")
@@ -52,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     opts = matrix.Options(
         bundles=list(args.bundles), kubernetes=releases.resolve_list(args.kubernetes), out_dir=args.out,
         profile=args.profile, signing_key=args.signing_key, outside_range=args.outside_range,
-        rerun=args.rerun, run=not args.no_run,
+        rerun=args.rerun, run=not args.no_run, image_map=args.image_map,
     )
     cells = matrix.run(cat, opts, say=lambda m: print(m, file=sys.stderr, flush=True))
     if args.json:

@@ -94,6 +94,7 @@ class Options:
     outside_range: bool = False  # probe cells outside a component's range (exploratory)
     rerun: bool = False  # run every cell, even one with valid evidence
     run: bool = True  # False: only rebuild the matrix from the evidence present
+    image_map: Path | None = None  # an image-map overlay for every cell (bring-your-own binaries)
     trusted: dict[str, ed25519.Ed25519PublicKey] = field(default_factory=dict)
 
 
@@ -194,7 +195,7 @@ def run_cell(target: Target, release: str, opts: Options, say: Say, certify_cell
         certify_cell(certify.Options(
             bundle=target.ref, cluster="sim", profile=opts.profile, evidence_dir=folder,
             signing_key=opts.signing_key, cluster_name=CLUSTER_NAME, kubernetes=release,
-            outside_range=bool(outside)))
+            outside_range=bool(outside), image_map=opts.image_map))
     except errors.CatalogError as exc:
         # a run that could not start (its cluster name taken, bad input for this cell): not run,
         # the other cells go on

@@ -32,10 +32,12 @@ class FakeCertify:
                  claim: str = "") -> None:
         self.key, self.suites, self.digest, self.claim = key, suites, digest, claim
         self.calls: list[str] = []
+        self.image_maps: list[Path | None] = []
 
     def __call__(self, o: certify.Options) -> object:
         assert o.kubernetes is not None and o.evidence_dir is not None and o.cluster == "sim"
         self.calls.append(o.kubernetes)
+        self.image_maps.append(o.image_map)
         cluster: dict[str, Any] = {"provider": "sim", "kubernetesVersion": o.kubernetes}
         if o.outside_range:
             cluster.update(exploratory=True, outsideRange=["kueue v0.17.0 supports Kubernetes >=1.29.0 <1.37.0"])
@@ -155,6 +157,13 @@ def test_outside_range_probe_is_exploratory(tmp_path: Path, key: keys.GeneratedK
     opts.outside_range = False
     (again,) = _run(opts, FakeCertify(key.private_path, {}))
     assert again.cached and again.exploratory == "passed"
+
+
+def test_every_cell_runs_with_the_image_map_given(tmp_path: Path, key: keys.GeneratedKey) -> None:
+    overlay = tmp_path / "kai-images.yaml"  # gpu-scheduling's cells, with KAI binaries the user built
+    fake = FakeCertify(key.private_path, {})
+    _run(_opts(tmp_path, key, ["v1.35.4", "v1.36.3"], image_map=overlay), fake)
+    assert fake.image_maps == [overlay, overlay]
 
 
 def test_no_run_reports_missing_cells_as_not_run(tmp_path: Path, key: keys.GeneratedKey) -> None:
