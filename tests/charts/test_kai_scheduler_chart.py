@@ -277,3 +277,12 @@ def test_v0_17_binder_may_create_resource_claims_and_the_grouper_read_kartas(ren
     assert {"create", "delete"} <= verbs(rules("kai-scheduler-v0.17.0", "kai-binder"), "resource.k8s.io", "resourceclaims")
     assert not {"create", "delete"} & verbs(rules("kai-scheduler", "kai-binder"), "resource.k8s.io", "resourceclaims")
     assert verbs(rules("kai-scheduler-v0.17.0", "kai-podgrouper"), "run.ai", "kartas") == {"get", "list", "watch"}
+
+
+def test_v0_17_bindrequest_keeps_the_extended_resource_claim_allocation() -> None:
+    """A field v0.16.8's schema would prune (the API server drops unknown fields silently)."""
+    req = {"apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest", "metadata": {"name": "b"},
+           "spec": {"podName": "p", "selectedNode": "n1",
+                    "extendedResourceClaimAllocation": {"deviceRequests": [{"name": "gpu"}]}}}
+    assert not list(crd_validator("kai-scheduler-v0.17.0", "scheduling.run.ai_bindrequests.yaml").iter_errors(req))
+    assert list(crd_validator("kai-scheduler", "scheduling.run.ai_bindrequests.yaml").iter_errors(req))
