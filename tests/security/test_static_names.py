@@ -15,6 +15,6 @@ pytestmark = pytest.mark.toolchain  # renders with the pinned helm
 def test_bad_priority_class_name_in_bundle_values_fails_validate(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = repo_copy / "bundles" / "gpu-scheduling" / "0.1.0.yaml"
     f.write_text(f.read_text().replace('priorityClassName: ""', 'priorityClassName: "Not_A_Valid/Name"'))
-    assert main(["--catalog-dir", str(repo_copy), "validate", "gpu-scheduling", "--profile", "sim", "--no-lint"]) == 1
+    assert main(["--catalog-dir", str(repo_copy), "validate", "gpu-scheduling@0.1.0", "--profile", "sim", "--no-lint"]) == 1
     err = capsys.readouterr().err
     assert "[priority-class-name] gpu-health/DaemonSet" in err and "Not_A_Valid/Name" in err

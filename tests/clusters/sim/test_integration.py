@@ -240,25 +240,36 @@ def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.
     name = f"ctrlc-{os.getpid()}"
     code = ("import sys; from gpucatalog import cli; cli.COMMAND_MODULES=('cluster',); "
             "sys.exit(cli.main(sys.argv[1:]))")
-    proc = subprocess.Popen([sys.executable, "-c", code, "cluster", "up", "--name", name, "--nodes", "50",
-                             "--timeout", "600"], env=dict(os.environ, PYTHONPATH=str(root)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     c = SimCluster(name)
-    seen: list[str] = []
+    out = tmp_path / "up.err"
+    # up's output goes to a file, not a pipe: its exit is waited for, not the end of a pipe that a
+    # process it started could still hold
+    with out.open("w") as err_fh:
+        proc = subprocess.Popen([sys.executable, "-c", code, "cluster", "up", "--name", name, "--nodes", "50",
+                                 "--timeout", "600"], env=dict(os.environ, PYTHONPATH=str(root)),
+                                stdout=subprocess.DEVNULL, stderr=err_fh)
     try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            seen.append(line)
-            if "creating 50 " in line:
-                break
-        else:
-            pytest.fail("up ended before it created its nodes: " + "".join(seen))
+        deadline = time.monotonic() + 300
+        while "creating 50 " not in out.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("up ended (or hung) before it created its nodes: " + out.read_text())
+            time.sleep(0.05)
         recs = procs.read_all(c.layout.pids)
         assert {r.name for r in recs} >= {"supervisor", "kube-apiserver", "kwok"}, recs
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 130, "".join(seen) + err
-        assert not any(r.alive() for r in recs)
+        t0 = time.monotonic()
+        try:
+            proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            log = c.layout.logs / "supervisor.log"
+            tail = log.read_text()[-2000:] if log.is_file() else "(no supervisor log)"
+            pytest.fail(f"up did not exit within 300 s of Ctrl-C: {out.read_text()}\nsupervisor log: {tail}")
+        assert proc.returncode == 130, out.read_text()
+        assert not any(r.alive() for r in recs), f"alive {time.monotonic() - t0:.1f}s after Ctrl-C"
+        # nothing else that names the cluster's folder either (a process up started but never recorded)
+        left = [pid.name for pid in Path("/proc").iterdir() if pid.name.isdigit()
+                and str(c.layout.root) in _cmdline(pid)]
+        assert not left, f"processes of {name} left after Ctrl-C: {left}"
         assert not c.layout.root.exists()
     finally:
         if proc.poll() is None:
@@ -266,6 +277,13 @@ def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.
             proc.wait(30)
         if c.layout.root.exists():
             c.down()
+
+
+def _cmdline(pid: Path) -> str:
+    try:
+        return (pid / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _serving_cert(dns: str) -> tuple[bytes, bytes]:
