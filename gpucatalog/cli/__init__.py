@@ -7,7 +7,9 @@ Exit codes: 0 success, 1 a check failed, 2 bad input or usage.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -59,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    # A command that seems hung can be asked where it is: `kill -USR1 PID` writes every
+    # thread's Python stack to stderr and the command goes on.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

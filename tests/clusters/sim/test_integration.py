@@ -261,6 +261,8 @@ def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.
         try:
             proc.wait(timeout=300)
         except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the CLI writes its threads' stacks to stderr
+            time.sleep(2)
             log = c.layout.logs / "supervisor.log"
             tail = log.read_text()[-2000:] if log.is_file() else "(no supervisor log)"
             pytest.fail(f"up did not exit within 300 s of Ctrl-C: {out.read_text()}\nsupervisor log: {tail}")
