@@ -62,8 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     # A command that seems hung can be asked where it is: `kill -USR1 PID` writes every
-    # thread's Python stack to stderr and the command goes on.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # thread's Python stack to stderr and the command goes on. Only where stderr is a real file
+    # (a caller that captured it in memory, as pytest does, has none to write to).
+    try:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both of the last two
+        pass
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
