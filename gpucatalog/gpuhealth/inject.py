@@ -50,6 +50,13 @@ def message(pci_bus_id: str, code: int, token: str | None = None) -> str:
             f"injection {token})")
 
 
+def already_written(path: Path, token: str) -> str | None:
+    """The record of injection ``token`` when the kernel log at ``path`` holds it already: a pod
+    retried after its first try was removed before it reported may have written it (idempotence)."""
+    lines = probes.read_kmsg(path).splitlines()
+    return next((ln for ln in lines if f"name={MARKER}," in ln and ln.rstrip().endswith(f"injection {token})")), None)
+
+
 def gpu_bus_id(smi: parse_nvsmi.SmiReading, index: int) -> str:
     """The PCI bus id of GPU ``index`` as nvidia-smi lists it (ConfigError naming the indices)."""
     for g in smi.gpus:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import sys
@@ -263,7 +264,15 @@ def cmd_inject_xid(a: argparse.Namespace) -> int:
         smi = probes.read_smi(cfg)
     except ProbeError as exc:
         raise ConfigError(f"cannot resolve --gpu {a.gpu} to its PCI bus id: {exc}") from exc
-    written = inject.write(cfg.kmsg_path, inject.message(inject.gpu_bus_id(smi, a.gpu), a.code))
+    bus_id = inject.gpu_bus_id(smi, a.gpu)
+    if a.injection:
+        if not re.fullmatch(r"[0-9a-z]{4,32}", a.injection):
+            raise ConfigError(f"--injection {a.injection!r}: 4 to 32 lowercase letters or digits")
+        seen = inject.already_written(cfg.kmsg_path, a.injection)
+        if seen is not None:
+            print(json.dumps({"kmsg": str(cfg.kmsg_path), "record": seen, "alreadyWritten": True}))
+            return 0
+    written = inject.write(cfg.kmsg_path, inject.message(bus_id, a.code, a.injection))
     print(json.dumps({"kmsg": str(written.path), "device": written.device, "record": written.record}))
     return 0
 
@@ -345,6 +354,9 @@ def parser() -> argparse.ArgumentParser:
     add_probe_flags(ij)
     ij.add_argument("--code", type=int, help="the XID number, e.g. 79")
     ij.add_argument("--gpu", type=int, help="the GPU index, as nvidia-smi lists it")
+    ij.add_argument("--injection", metavar="ID",
+                    help="this injection's id (default: random); a record with the same id already in the "
+                         "kernel log is not written again, so a retried injection writes one line")
     ij.add_argument("--clear", action="store_true", help="take the synthetic XID lines back out")
     ij.set_defaults(fn=cmd_inject_xid)
     return p

@@ -94,6 +94,22 @@ def test_each_injection_is_its_own_line(sim_node: SimNode) -> None:
     assert first != second
 
 
+def test_a_retried_injection_writes_one_line(sim_node: SimNode, capsys: pytest.CaptureFixture[str]) -> None:
+    """The pod injector retries a pod removed before it reported (a drain evicts a pod still
+    Pending, and such a pod may have run): the same --injection id is written once."""
+    assert main.main(_args(sim_node, "--code", "79", "--gpu", "2", "--injection", "feed0001")) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["record"].endswith("injection feed0001)") and "alreadyWritten" not in first
+    assert main.main(_args(sim_node, "--code", "79", "--gpu", "2", "--injection", "feed0001")) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["alreadyWritten"] is True and again["record"] == first["record"]
+    assert main.main(_args(sim_node, "--code", "79", "--gpu", "2", "--injection", "feed0002")) == 0
+    assert [x.xid for x in _xids(sim_node)] == [79, 79]
+    assert main.main(_args(sim_node, "--code", "79", "--gpu", "2", "--injection", "../x")) == 2
+    assert "--injection '../x'" in capsys.readouterr().err
+    assert len(_xids(sim_node)) == 2
+
+
 @pytest.fixture
 def chardev() -> Iterator[tuple[int, Path]]:
     """A character device to write to and read from: a pseudo-terminal in raw mode (no echo,

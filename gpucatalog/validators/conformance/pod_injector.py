@@ -40,6 +40,11 @@ CONTAINER = "inject"
 AGENT_LABELS = {"app.kubernetes.io/name": "gpu-health", "app.kubernetes.io/component": "agent"}
 HOST_ROOT_DEFAULT = "/host"  # gpu-health's default --host-root
 POLL_S = 0.5
+ATTEMPTS = 3  # pods per injection when one is removed before it reported
+
+
+class _GoneBeforeReport(base.CaseFailed):
+    """The pod was deleted before its container's end was reported: it may or may not have run."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,9 @@ class PodInjector:
         if kind != "xid":
             raise base.CaseNotRun(f"{kind} needs the driver; the pod injector writes XID lines only")
         code, gpu = int(kw["code"]), int(kw.get("gpu", 0))
-        rc, out = self._run(node, ["--code", str(code), "--gpu", str(gpu)], f"XID {code} on GPU {gpu}")
+        # one id for every try: a retried pod finds the line a removed one wrote, not writing another
+        rc, out = self._run(node, ["--code", str(code), "--gpu", str(gpu), "--injection", os.urandom(4).hex()],
+                            f"XID {code} on GPU {gpu}")
         if rc != 0:
             raise base.CaseFailed(f"the fault injector pod on {node} failed (exit {rc}): {out[-400:]}")
         return f"{node}: {out.strip()}"
@@ -216,6 +223,21 @@ class PodInjector:
             self._sa_ready = True
 
     def _run(self, node: str, extra_args: list[str], what: str) -> tuple[int, str]:
+        """Run one injector pod to its end: (exit code, output). A pod removed before it reported
+        (a drain evicts a pod still Pending whatever its PodDisruptionBudget says, and such a pod
+        may already have run) is tried again: injections carry an id and clears are idempotent,
+        so a retry never writes a second fault."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return self._run_once(node, extra_args, what)
+            except _GoneBeforeReport as exc:
+                self.runs.append({"node": node, "args": extra_args, "removedBeforeItReported": str(exc),
+                                  "attempt": attempt})
+                if attempt == ATTEMPTS:
+                    raise base.CaseFailed(f"{exc} ({ATTEMPTS} pods in a row)") from None
+        raise AssertionError("unreachable")
+
+    def _run_once(self, node: str, extra_args: list[str], what: str) -> tuple[int, str]:
         """Create the pod, wait for it to finish, read what it printed, delete it: (exit code, output)."""
         self._ensure_service_account()
         ns = self.agent.namespace
@@ -267,7 +289,7 @@ class PodInjector:
                     if term is not None and (ev["type"] == "DELETED" or not deleted):
                         return term, deleted
                     if ev["type"] == "DELETED":
-                        raise base.CaseFailed(
+                        raise _GoneBeforeReport(
                             f"the fault injector pod on {node} was deleted before it ran (a drain of the node?); "
                             f"last seen: {json.dumps({k: last.get(k) for k in ('phase', 'reason')})}")
             except (ApiException, urllib3.exceptions.HTTPError):
@@ -276,7 +298,7 @@ class PodInjector:
                 w.stop()
             pod = self.kube.request("GET", f"/api/v1/namespaces/{ns}/pods/{name}", ok404=True)
             if not pod:
-                raise base.CaseFailed(f"the fault injector pod on {node} was deleted before it finished "
+                raise _GoneBeforeReport(f"the fault injector pod on {node} was deleted before it finished "
                                       f"(last seen: {json.dumps({k: last.get(k) for k in ('phase', 'reason')})})")
             rv, last = str(pod["metadata"]["resourceVersion"]), pod.get("status") or {}
             term = _terminated(last, node)

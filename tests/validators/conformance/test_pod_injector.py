@@ -160,8 +160,10 @@ def _draining_kubelet(kubeconfig: Path, ns: str, status: dict[str, Any] | None, 
     (_terminated(0, ""), None),
     # killed mid-run by the drain: the injection did not finish
     (_terminated(143, ""), "was deleted (a drain of the node?) before it finished: exit 143"),
-    # removed before its container ever ran (a pod still Pending is evicted despite the PDB)
-    (None, "was deleted before it ran (a drain of the node?)"),
+    # removed before its container ever ran (a pod still Pending is evicted despite the PDB), on
+    # every try
+    (None, "was deleted before it ran (a drain of the node?); last seen: {\"phase\": \"Pending\", \"reason\": null} "
+           "(3 pods in a row)"),
 ])
 def test_a_pod_removed_by_a_drain_is_judged_by_its_last_status(
         kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]], status: dict[str, Any] | None,
@@ -188,3 +190,49 @@ def test_a_pod_removed_by_a_drain_is_judged_by_its_last_status(
         stop.set()
         t.join(5)
         inj.close()
+
+
+def _kubelet_behind_a_drain(kubeconfig: Path, ns: str, seen: list[dict[str, Any]], stop: threading.Event) -> None:
+    """The first injector pod is evicted while still Pending (no status: it may or may not have
+    run); every later one runs to completion."""
+    kube = kube_client.Kube(kubeconfig)
+    while not stop.is_set():
+        for p in kube.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]:
+            path = f"/api/v1/namespaces/{ns}/pods/{p['metadata']['name']}"
+            if p["metadata"].get("deletionTimestamp") or (p.get("status") or {}).get("containerStatuses"):
+                continue
+            seen.append(p)
+            if len(seen) == 1:
+                kube.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                             ok404=True)
+            else:
+                p["status"] = _terminated(0, '{"record": "4,1,1,-;NVRM: Xid (PCI:0000:3a:00): 79"}')
+                kube.request("PUT", f"{path}/status", p, ok404=True)
+        stop.wait(0.05)
+
+
+def test_a_pod_evicted_while_pending_is_tried_again_with_the_same_injection_id(
+        kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]]) -> None:
+    objects = render_chart("gpu-health", None, "--namespace", "inj-retry")
+    for o in objects:
+        o["metadata"]["namespace"] = "inj-retry"
+    kube = kube_client.Kube(kubeconfig)
+    if not kube.request("GET", "/api/v1/namespaces/inj-retry", ok404=True):
+        kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": "inj-retry"}})
+    inj = pod_injector.PodInjector(kubeconfig, _agent(objects), timeout_s=20)
+    seen: list[dict[str, Any]] = []
+    stop = threading.Event()
+    t = threading.Thread(target=_kubelet_behind_a_drain, args=(kubeconfig, "inj-retry", seen, stop), daemon=True)
+    t.start()
+    try:
+        assert "NVRM: Xid (PCI:0000:3a:00): 79" in inj.inject_fault("node-a", "xid", code=79, gpu=2)
+    finally:
+        stop.set()
+        t.join(5)
+        inj.close()
+    assert len(seen) == 2
+    first, second = (p["spec"]["containers"][0]["args"] for p in seen)
+    assert first == second and first[-2] == "--injection" and re.fullmatch(r"[0-9a-f]{8}", first[-1])
+    assert [r.get("removedBeforeItReported", "") != "" for r in inj.runs] == [True, False]
+    assert inj.runs[-1]["exitCode"] == 0
