@@ -108,15 +108,25 @@ def test_a_service_port_reaches_its_pod_in_its_namespace(k8s_client: Any, sim_na
     assert answer.split()[1] == "8080"
 
 
-def _namespaces_held(inodes: set[int]) -> set[int]:
+def _holders(inodes: set[int]) -> set[tuple[int, int]]:
+    """(pid, network namespace inode) of every process in one of ``inodes``."""
     held = set()
     for d in Path("/proc").iterdir():
         try:
             if d.name.isdigit():
-                held.add(os.stat(d / "ns" / "net").st_ino)
+                ino = os.stat(d / "ns" / "net").st_ino
+                if ino in inodes:
+                    held.add((int(d.name), ino))
         except OSError:
             continue
-    return held & inodes
+    return held
+
+
+def _still_held(holders: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Which of ``holders`` (recorded while the cluster ran) still hold their namespace. Not "is
+    any process in a namespace of that inode": the kernel reuses a freed namespace's inode, and
+    on a busy machine another cluster's new pod may get it."""
+    return holders & _holders({ino for _, ino in holders})
 
 
 def test_ctrl_c_crash_and_down_remove_every_namespace_and_relay() -> None:
@@ -131,13 +141,15 @@ def test_ctrl_c_crash_and_down_remove_every_namespace_and_relay() -> None:
         wait("pods running", lambda: all(_running(core, "nets", f"p{i}") for i in range(3)), timeout=120)
         first = {os.stat(n.path).st_ino for n in netns.all_entries(c.layout.root)}
         assert len(first) == 3
+        first_holders = _holders(first)
+        assert {ino for _, ino in first_holders} == first
 
         # Ctrl-C (SIGINT) of the sim kubelet: it ends its pods and their namespaces before it exits
         kubelet = procs.read(c.layout.pids / "sim-kubelet.pid")
         assert kubelet is not None
         os.kill(kubelet.pid, signal.SIGINT)
         wait("kubelet gone", lambda: not kubelet.alive(), timeout=30)
-        assert _namespaces_held(first) == set()
+        assert _still_held(first_holders) == set()
         # the supervisor restarts it; its pods come back in fresh namespaces
         wait("pods back", lambda: len(netns.all_entries(c.layout.root)) == 3, timeout=120)
         second = {os.stat(n.path).st_ino for n in netns.all_entries(c.layout.root)}
@@ -150,11 +162,12 @@ def test_ctrl_c_crash_and_down_remove_every_namespace_and_relay() -> None:
         assert sup is not None
         os.kill(sup.pid, signal.SIGKILL)
         wait("supervisor gone", lambda: not sup.alive())
-        assert _namespaces_held(second) == second
+        second_holders = _holders(second)
+        assert {ino for _, ino in second_holders} == second
     finally:
         c.down()
     # down after the crash: no namespace, no pause process, no relay left
-    assert _namespaces_held(first | second) == set()
+    assert _still_held(first_holders | second_holders) == set()
     assert not egress.alive()
     assert not c.layout.root.exists()
 
@@ -266,11 +279,23 @@ def test_liveness_failure_restarts_the_container(k8s_client: Any, sim_namespace:
 def test_kubectl_logs_and_previous_of_a_restarted_container(k8s_client: Any, sim_namespace: str) -> None:
     ns, core = sim_namespace, client.CoreV1Api(k8s_client)
     core.create_namespaced_pod(ns, _pod("talk", [_probe_container("--exit-after", "4", "--message", "hello")]))
-    st = wait("restarted once", lambda: (lambda s: s if s and s[0].restart_count >= 1 and s[0].state.running else None)(
-        core.read_namespaced_pod("talk", ns).status.container_statuses), timeout=90)[0]
+
+    def running_after_a_restart() -> Any:
+        s = core.read_namespaced_pod("talk", ns).status.container_statuses
+        return s[0] if s and s[0].restart_count >= 1 and s[0].state.running else None
+
+    def both_logs_of_one_run() -> tuple[str, str] | None:
+        """The current and previous logs read while the same run is current: the container exits
+        every 4 s, and a loaded machine may take longer than that between two reads."""
+        before = running_after_a_restart()
+        current, previous = _log(core, ns, "talk"), _log(core, ns, "talk", previous=True)
+        after = running_after_a_restart()
+        same = before and after and (before.restart_count, before.container_id) == (after.restart_count, after.container_id)
+        return (current, previous) if same and "demo-probe start" in current and "demo-probe start" in previous else None
+
+    st = wait("restarted once", running_after_a_restart, timeout=90)
     assert st.last_state.terminated.exit_code == 3
-    current = wait("current log", lambda: "demo-probe start" in (t := _log(core, ns, "talk")) and t)
-    previous = wait("previous log", lambda: "demo-probe start" in (t := _log(core, ns, "talk", previous=True)) and t)
+    current, previous = wait("current and previous log of one run", both_logs_of_one_run, timeout=90)
     pid_now = current.split("demo-probe start pid=")[1].split()[0]
     pid_before = previous.split("demo-probe start pid=")[1].split()[0]
     assert pid_now != pid_before
