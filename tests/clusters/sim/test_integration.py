@@ -238,8 +238,11 @@ def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.
     cache = _cache_with_idle_kwok(tmp_path / "cache")
     monkeypatch.setenv("GPU_CATALOG_CACHE", str(cache))  # the cluster's state lives there too
     name = f"ctrlc-{os.getpid()}"
-    code = ("import sys; from gpucatalog import cli; cli.COMMAND_MODULES=('cluster',); "
-            "sys.exit(cli.main(sys.argv[1:]))")
+    # Ctrl-C as a terminal delivers it: a run of the tests started in the background by a
+    # non-interactive shell ignores SIGINT, and a Python started with SIGINT ignored keeps ignoring
+    # it (up then never saw the test's interrupt and waited for its nodes until killed)
+    code = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from gpucatalog import cli; cli.COMMAND_MODULES=('cluster',); sys.exit(cli.main(sys.argv[1:]))")
     c = SimCluster(name)
     out = tmp_path / "up.err"
     # up's output goes to a file, not a pipe: its exit is waited for, not the end of a pipe that a
