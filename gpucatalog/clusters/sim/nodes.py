@@ -8,7 +8,7 @@ moves it to Ready and keeps its Lease fresh.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from typing import Any
 
 from gpucatalog.clusters.shapes import Shape
@@ -89,10 +89,29 @@ def node_object(shape: Shape, index: int) -> dict[str, Any]:
 
 
 def create(core: Any, objs: list[dict[str, Any]], workers: int = 16) -> None:
-    """Create ``objs`` through the API in parallel (a 1,000-node cluster in seconds)."""
-    def one(obj: dict[str, Any]) -> None:
-        core.create_node(obj)
+    """Create ``objs`` through the API in parallel (a 1,000-node cluster in seconds).
 
-    with ThreadPoolExecutor(max_workers=min(workers, max(1, len(objs)))) as pool:
-        for f in [pool.submit(one, o) for o in objs]:
-            f.result()
+    Plain daemon threads, each with its own share, rather than a ThreadPoolExecutor: Ctrl-C lands
+    in the waiting main thread, and an executor interrupted there (its shutdown waits for every
+    queued call; a KeyboardInterrupt between a lock's acquire and its with-block leaves the lock
+    held) could keep ``up`` from tearing down. Here the main thread shares no lock with the
+    workers and leaves them behind at once."""
+    errors: list[BaseException] = []
+
+    def share(part: list[dict[str, Any]]) -> None:
+        try:
+            for obj in part:
+                core.create_node(obj, _request_timeout=60)  # never a call that waits forever
+        except Exception as exc:  # noqa: BLE001  # any API error: handed to the main thread, which raises the first
+            errors.append(exc)
+
+    n = min(workers, max(1, len(objs)))
+    threads = [threading.Thread(target=share, args=(objs[i::n],), name=f"create-node-{i}", daemon=True)
+               for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)  # a short timeout: the main thread stays interruptible
+    if errors:
+        raise errors[0]

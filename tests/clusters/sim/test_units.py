@@ -3,10 +3,13 @@ PKI, pid files, pod-root path resolution, CLI bad input. No cluster needed."""
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -193,6 +196,50 @@ def test_fault_bad_input(node_dir: Path, tmp_path: Path) -> None:
     nodefs.seed(cpu, shapes.get("cpu"), "c1")
     with pytest.raises(errors.InputError, match="has no GPUs"):
         faults.inject(cpu, "xid", code=79)
+
+
+class _Core:
+    """create_node as the API takes it: recorded, optionally refused or blocked."""
+
+    def __init__(self, refuse: str = "", block: threading.Event | None = None) -> None:
+        self.made: list[str] = []
+        self.refuse, self.block = refuse, block
+        self.lock = threading.Lock()
+
+    def create_node(self, obj: dict[str, object], _request_timeout: float = 0) -> None:
+        if self.block is not None:
+            self.block.wait(20)
+        name = str(obj["metadata"]["name"])  # type: ignore[index]
+        if name == self.refuse:
+            raise RuntimeError(f"409 {name} exists")
+        with self.lock:
+            self.made.append(name)
+
+
+def test_nodes_are_created_in_parallel_and_the_first_error_raised() -> None:
+    objs = [nodes.node_object(shapes.get("h100-80gb-x8"), i) for i in range(40)]
+    core = _Core()
+    nodes.create(core, objs, workers=7)
+    assert sorted(core.made) == sorted(o["metadata"]["name"] for o in objs)
+    with pytest.raises(RuntimeError, match="409 h100-node-0005 exists"):
+        nodes.create(_Core(refuse="h100-node-0005"), objs)
+
+
+def test_ctrl_c_while_nodes_are_created_returns_at_once() -> None:
+    """``up`` interrupted while API calls hang must reach its teardown: the main thread is not
+    held by the calls still in flight (an executor's shutdown waited for all of them)."""
+    release = threading.Event()
+    objs = [nodes.node_object(shapes.get("h100-80gb-x8"), i) for i in range(20)]
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            nodes.create(_Core(block=release), objs)
+        assert time.monotonic() - t0 < 5  # not the 20 s the calls hang for
+    finally:
+        release.set()
+        timer.cancel()
 
 
 def test_pki_chain_and_sans(tmp_path: Path) -> None:
