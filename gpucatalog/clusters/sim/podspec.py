@@ -246,8 +246,11 @@ class Builder:
             "PYTHONPATH": self.cfg.python_path,
             "PYTHONUNBUFFERED": "1",
             "SIM_POD_IP": place.ip,
-            # Sim-only: which sim cluster this process belongs to (used by sim actuators).
+            # Sim-only: which sim cluster this process belongs to, and the cache folder holding it
+            # (sim actuators call SimCluster(name), which looks there: a cluster started with
+            # another $GPU_CATALOG_CACHE was not found and its faults were never cleared)
             "GPU_CATALOG_SIM_NAME": self.cfg.name,
+            "GPU_CATALOG_CACHE": str(self.lay.root.parent.parent),
             "SIM_POD_LOOPBACK_IP": place.bind_ip(self.cfg.slot),
         }
         if kubeconfig is not None:

@@ -242,6 +242,29 @@ def test_ctrl_c_while_nodes_are_created_returns_at_once() -> None:
         timer.cancel()
 
 
+def test_a_pods_sim_actuator_finds_its_cluster_in_any_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu-health's sim actuator runs SimCluster($GPU_CATALOG_SIM_NAME) in the pod: it must find
+    the cluster wherever its cache is (a matrix run with its own cache never cleared a fault)."""
+    from types import SimpleNamespace
+
+    from gpucatalog.clusters.sim import podspec
+    from gpucatalog.clusters.sim.layout import Layout
+
+    monkeypatch.setenv("GPU_CATALOG_CACHE", str(tmp_path / "elsewhere"))
+    lay = Layout.of("cell")
+    (lay.root / "nodes").mkdir(parents=True)
+    b = podspec.Builder.__new__(podspec.Builder)
+    b.lay = lay
+    b.cfg = SimpleNamespace(ports={"apiserver": 6443}, python_path=os.pathsep.join(sys.path), name="cell", slot=10)
+    pod = SimpleNamespace(metadata=SimpleNamespace(name="agent", namespace="gpu-health"))
+    container = SimpleNamespace(env_from=None, env=None)
+    env = b.env(pod, container, podspec.PodPlace(node="n0", ip="10.0.0.2", dir=tmp_path), None)
+    code = "import os; from gpucatalog.clusters.sim.cluster import SimCluster; print(SimCluster(os.environ['GPU_CATALOG_SIM_NAME']).layout.root)"
+    # the pod's environment only: not the test's
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(lay.root)
+
+
 def test_pki_chain_and_sans(tmp_path: Path) -> None:
     p = pki.generate(tmp_path / "pki")
     ca = x509.load_pem_x509_certificate(p.ca_crt.read_bytes())
