@@ -132,6 +132,9 @@ async def _install(
                     wait=True,
                     timeout=f"{timeout_s}s",
                     description=description,
+                    # the bundle's values are the whole truth: given none, Helm would copy the
+                    # previous release's (a rollback to a version that sets no values kept the newer one's)
+                    reset_values=True,
                 )
             except pyhelm3.errors.Error as exc:
                 raise errors.CheckFailed(

@@ -50,6 +50,29 @@ def test_install_is_gated_idempotent_and_reversible(
     assert not (_queues(k8s_client) & {"research", "vision"})
 
 
+def _gpu_quota(api: Any, queue: str) -> int:
+    q = client.CustomObjectsApi(api).get_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue)
+    return int(q["spec"]["resources"]["gpu"]["quota"])
+
+
+def test_going_back_to_a_version_without_values_restores_the_chart_defaults(
+    sim_kubeconfig: Path, k8s_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gpu-scheduling 0.1.0 gives team-queues no values (the chart's defaults); 0.2.0 moves quotas
+    and adds a team. Helm, handed no values, copies the previous release's: going back to 0.1.0
+    kept 0.2.0's queues until every release was installed with --reset-values (found by the KAI
+    upgrade's --rollback check)."""
+    base = ["--allow-uncertified", "--profile", "sim", "--kubeconfig", str(sim_kubeconfig), "--no-readiness-gate"]
+    try:
+        assert main(["install", "gpu-scheduling@0.2.0", *base]) == 0
+        assert _gpu_quota(k8s_client, "language") == 5 and "speech" in _queues(k8s_client)
+        assert main(["install", "gpu-scheduling@0.1.0", *base]) == 0
+        assert _gpu_quota(k8s_client, "language") == 4 and "speech" not in _queues(k8s_client)
+    finally:
+        main(["uninstall", "gpu-scheduling@0.1.0", "--profile", "sim", "--kubeconfig", str(sim_kubeconfig)])
+        capsys.readouterr()
+
+
 def test_dry_run_prints_plan_and_changes_nothing(sim_kubeconfig: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["install", "gpu-scheduling@0.1.0", "--allow-uncertified", "--dry-run", "--profile", "sim"])
     out = capsys.readouterr().out
