@@ -17,6 +17,9 @@ Format::
         executable: /opt/kai/v0.16.8/scheduler                  # absolute, or relative to this file
         entrypoint: /workspace/app                              # the image's ENTRYPOINT program
         versionArgs: [--version]                                # optional: how to ask its version
+      - image: ghcr.io/kai-scheduler/kai-scheduler/scheduler:v0.17.0   # this tag only (before
+        executable: /opt/kai/v0.17.0/scheduler                          # the repository's entry)
+        entrypoint: /workspace/app
 """
 
 from __future__ import annotations
@@ -48,8 +51,9 @@ SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": ["image", "executable", "entrypoint"],
                 "properties": {
-                    # a repository, without tag or digest
-                    "image": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._/-]*(:[0-9]+/[a-z0-9._/-]+)?[a-z0-9]$"},
+                    # a repository (any tag), or a repository and tag (that tag); never a digest
+                    "image": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._/-]*(:[0-9]+/[a-z0-9._/-]+)?[a-z0-9]"
+                                                           "(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?$"},
                     "executable": {"type": "string", "minLength": 1},
                     "entrypoint": {"type": "string", "pattern": "^/"},
                     "versionArgs": {"type": "array", "items": {"type": "string"}, "maxItems": 8},

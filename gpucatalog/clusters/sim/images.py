@@ -6,8 +6,10 @@ one for the same image.
 Used by the sim kubelet (to build a container's argv; its map is the cluster's, named by
 ``$GPU_CATALOG_SIM_IMAGE_MAP``), by ``stages`` (to tell kwok, through a jq selector, to leave
 those pods alone), by ``parts`` (what ran live) and by ``SimCluster.start_services`` (to build the
-toolchain binaries a bundle's images run as). Matching ignores tag and digest. In the shipped
-map, an argv element ``@<tool>`` stands for the pinned toolchain binary ``<tool>``.
+toolchain binaries a bundle's images run as). An entry names a repository (any tag matches) or
+a repository and tag (that tag only, before any repository entry: two releases of a program on one
+cluster, as an upgrade runs them); a digest is ignored. In the shipped map, an argv element
+``@<tool>`` stands for the pinned toolchain binary ``<tool>``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ def repository(ref: str) -> str:
     return ref
 
 
+def tagged(ref: str) -> str:
+    """Image reference without digest: ``ghcr.io/x/y:1.2@sha256:…`` -> ``ghcr.io/x/y:1.2``."""
+    return ref.split("@", 1)[0]
+
+
 @cache
 def shipped() -> dict[str, ImageEntry]:
     text = resources.files("gpucatalog.clusters.sim").joinpath("data/images.yaml").read_text()
@@ -90,7 +97,9 @@ def image_map() -> dict[str, ImageEntry]:
 
 
 def lookup(ref: str, table: Table | None = None) -> ImageEntry | None:
-    return (image_map() if table is None else table).get(repository(ref))
+    """The entry for ``ref``: its repository and tag's, else its repository's."""
+    t = image_map() if table is None else table
+    return t.get(tagged(ref)) or t.get(repository(ref))
 
 
 def argv_for(container: dict[str, Any], table: Table | None = None) -> list[str]:
@@ -154,9 +163,11 @@ def tools_for(image_refs: Iterable[str], table: Table | None = None) -> list[str
 
 
 def kwok_exclusion_jq(table: Table | None = None) -> str:
-    """jq expression true for pods with at least one container of a mapped image."""
-    repos = json.dumps(sorted(image_map() if table is None else table))
+    """jq expression true for pods with at least one container of a mapped image (an entry
+    matches a reference's repository, or its repository and tag: :func:`matches`)."""
+    keys = json.dumps(sorted(image_map() if table is None else table))
     return (
-        f"{repos} as $sim | [(.spec.containers // [])[] | .image | sub(\"@.*$\"; \"\") "
-        "| sub(\":[^:/]*$\"; \"\") | select(. as $r | any($sim[]; . == $r))] | length > 0"
+        f"{keys} as $sim | [(.spec.containers // [])[] | .image | sub(\"@.*$\"; \"\") "
+        "| select(. as $ref | sub(\":[^:/]*$\"; \"\") as $repo | any($sim[]; . == $ref or . == $repo))] "
+        "| length > 0"
     )

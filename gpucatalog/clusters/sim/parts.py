@@ -56,9 +56,13 @@ def mapped_images(lay: Layout, core: Any) -> list[dict[str, Any]]:
     ran it and their image tags; ``live`` only when at least one did; ``version_matches`` False
     when a tag that ran is a version and the executable reports another one."""
     pods = _pods(lay, core)
+    binaries = imagemap.read(lay.image_map)
+    table = images.merged(binaries)
     out = []
-    for b in imagemap.read(lay.image_map):
-        ran = [(p.name, ref) for p in pods if p.live for ref in p.images if images.repository(ref) == b.image]
+    for b in binaries:
+        # the pods whose image this entry served (a tag's own entry comes before its repository's)
+        ran = [(p.name, ref) for p in pods if p.live for ref in p.images
+               if (e := images.lookup(ref, table)) is not None and e.image == b.image]
         tags = sorted({ref[len(images.repository(ref)):].lstrip(":").split("@")[0] for _n, ref in ran} - {""})
         versions = [t for t in tags if binversion.VERSION.fullmatch(t)]
         out.append({**b.to_dict(), "ran": sorted({n for n, _ref in ran}), "tags": tags, "live": bool(ran),

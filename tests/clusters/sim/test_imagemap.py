@@ -6,6 +6,7 @@ project's own demo programs behind a small launcher script."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from gpucatalog.cli import main
 from gpucatalog.clusters.sim import binversion, imagemap, images
 from gpucatalog.clusters.sim.layout import Layout
-from gpucatalog.core import errors
+from gpucatalog.core import errors, executor
 from gpucatalog.toolchain import build
 
 
@@ -62,6 +63,35 @@ def test_overlay_is_merged_over_the_shipped_map_with_the_image_entrypoint(tmp_pa
     assert "ghcr.io/gpu-catalog/podlister" in images.kwok_exclusion_jq(table)
 
 
+def test_a_tag_of_its_own_runs_its_own_binary(tmp_path: Path) -> None:
+    """Two releases of one program on one cluster (an upgrade from KAI v0.16.8 to v0.17.0): an
+    entry with a tag serves that tag, before the repository's entry, which serves every other."""
+    old, new = launcher(tmp_path, name="old"), launcher(tmp_path, name="new")
+    f = overlay(tmp_path, f"  - image: ghcr.io/x/sched\n    executable: {old}\n    entrypoint: /workspace/app\n"
+                          f"  - image: ghcr.io/x/sched:v0.17.0\n    executable: {new}\n    entrypoint: /workspace/app\n"
+                          f"  - image: reg:5000/y/only:v2\n    executable: {new}\n    entrypoint: /workspace/app\n")
+    table = images.merged(imagemap.load(f))
+
+    def exe(ref: str) -> str | None:
+        e = images.lookup(ref, table)
+        return None if e is None else Path(e.executable).name
+
+    assert exe("ghcr.io/x/sched:v0.17.0") == exe("ghcr.io/x/sched:v0.17.0@sha256:" + "0" * 64) == "new"
+    assert exe("ghcr.io/x/sched:v0.16.8") == exe("ghcr.io/x/sched") == "old"
+    assert exe("reg:5000/y/only:v2") == "new" and exe("reg:5000/y/only:v1") is None and exe("reg:5000/y/only") is None
+    # kwok leaves exactly the pods the sim kubelet runs
+    expr = images.kwok_exclusion_jq(table)
+
+    def kwok_skips(ref: str) -> bool:
+        pod = {"spec": {"containers": [{"image": "busybox"}, {"image": ref}]}}
+        return executor.run(["jq", expr], input=json.dumps(pod)).stdout.strip() == "true"
+
+    for ref in ("ghcr.io/x/sched:v0.17.0", "ghcr.io/x/sched:v9", "reg:5000/y/only:v2", "reg:5000/y/only:v2@sha256:1"):
+        assert kwok_skips(ref) and exe(ref) is not None, ref
+    for ref in ("reg:5000/y/only:v1", "reg:5000/y/only", "ghcr.io/x/sched-other:v0.17.0"):
+        assert not kwok_skips(ref) and exe(ref) is None, ref
+
+
 @pytest.mark.parametrize(("body", "error", "needle", "field"), [
     ("  - image: ghcr.io/x/y\n    executable: {exe}\n    entrypoint: /workspace/app\n    executabel: {exe}\n",
      errors.SchemaError, "unknown field 'executabel'", "images[0].executabel"),
@@ -72,8 +102,11 @@ def test_overlay_is_merged_over_the_shipped_map_with_the_image_entrypoint(tmp_pa
     ("  - image: ghcr.io/x/y\n    executable: {exe}\n    entrypoint: /workspace/app\n"
      "  - image: ghcr.io/x/y\n    executable: {exe}\n    entrypoint: /workspace/app\n",
      errors.InputError, "image ghcr.io/x/y is mapped twice", "images[1].image"),
-    ("  - image: ghcr.io/x/y:v1\n    executable: {exe}\n    entrypoint: /workspace/app\n",
+    ("  - image: ghcr.io/x/y@sha256:" + "0" * 64 + "\n    executable: {exe}\n    entrypoint: /workspace/app\n",
      errors.SchemaError, "does not match", "images[0].image"),
+    ("  - image: ghcr.io/x/y:v1\n    executable: {exe}\n    entrypoint: /workspace/app\n"
+     "  - image: ghcr.io/x/y:v1\n    executable: {exe}\n    entrypoint: /workspace/app\n",
+     errors.InputError, "image ghcr.io/x/y:v1 is mapped twice", "images[1].image"),
 ])
 def test_bad_overlay_is_bad_input_naming_file_and_field(tmp_path: Path, body: str, error: type, needle: str,
                                                         field: str) -> None:
