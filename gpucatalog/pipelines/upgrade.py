@@ -8,8 +8,8 @@ renderings are compared (``upgrade_rules``): a refusal is bad input (exit 2), an
 change fails the certification.
 
 On the cluster, after OLD is installed as ``certify`` installs it: the workload set
-(``upgrade_kueue``) runs in the teams' queues, probes measure the scheduling gap
-(``upgrade_probe``), NEW is applied (CRDs Helm would skip, server-side, then every release in
+(``upgrade_kueue``, ``upgrade_kai``, ``upgrade_slurm``) runs in the teams' queues, probes
+measure the scheduling gap (``upgrade_probe``), NEW is applied (CRDs Helm would skip, server-side, then every release in
 the bundle's order), and ``upgrade_state`` compares before and after. With ``--rollback`` OLD is
 then applied again and the same checks run. Then the work is removed and the suites of the
 version the cluster ends on run.
@@ -41,9 +41,11 @@ from gpucatalog.validators import bundle_checks
 from gpucatalog.validators.conformance import (
     SUITES,
     base,
+    kai_params,
     kube_client,
     kueue_adapter,
     slurm_cli,
+    upgrade_kai,
     upgrade_kueue,
     upgrade_probe,
     upgrade_slurm,
@@ -120,7 +122,8 @@ def _case(name: str, fn: Callable[[base.CaseResult], None]) -> base.CaseResult:
 
 
 class Work(Protocol):
-    """A stack's workload set (``upgrade_kueue.WorkloadSet``, ``upgrade_slurm.SlurmWork``)."""
+    """A stack's workload set (``upgrade_kueue.WorkloadSet``, ``upgrade_kai.KaiWork``,
+    ``upgrade_slurm.SlurmWork``)."""
 
     def start(self) -> None: ...
     def describe(self) -> dict[str, Any]: ...
@@ -137,20 +140,38 @@ def _objects(rb: render.RenderedBundle) -> list[dict[str, Any]]:
 
 
 def stack_of(rb: render.RenderedBundle) -> str:
-    """``slurm`` (Slinky CRs), ``kueue`` (team ClusterQueues), or InputError: what work an
-    upgrade run can carry through this bundle."""
+    """``slurm`` (Slinky CRs), ``kueue`` (team ClusterQueues), ``kai`` (team Queues of KAI), or
+    InputError: what work an upgrade run can carry through this bundle."""
     objs = _objects(rb)
     if upgrade_slurm.partitions(objs):
         return "slurm"
     if upgrade_kueue.teams(objs):
         return "kueue"
-    raise errors.InputError(f"{rb.ref} has neither Kueue team queues nor Slurm partitions: upgrade certification "
-                            "has no workload set for it (docs/upgrades.md)", field="--upgrade-from")
+    if upgrade_kai.teams(objs):
+        return "kai"
+    raise errors.InputError(f"{rb.ref} has neither Kueue or KAI team queues nor Slurm partitions: upgrade "
+                            "certification has no workload set for it (docs/upgrades.md)", field="--upgrade-from")
 
 
-def make_work(old: render.RenderedBundle, kubeconfig: Path, endpoints: dict[str, str],
+def check_plan(old: render.RenderedBundle, new: render.RenderedBundle) -> None:
+    """InputError, before any cluster starts, when OLD lacks the teams its stack's workload set needs."""
+    try:
+        if stack_of(old) == "kueue":
+            upgrade_kueue.plan(_objects(old))
+        elif stack_of(old) == "kai":
+            upgrade_kai.plan(_objects(old), _objects(new))
+    except base.CaseFailed as exc:
+        raise errors.InputError(f"{old.ref} cannot carry an upgrade's workload set: {exc}",
+                                field="--upgrade-from") from exc
+
+
+def make_work(old: render.RenderedBundle, new: render.RenderedBundle, kubeconfig: Path, endpoints: dict[str, str],
               kube: kube_client.Kube) -> tuple[Work, upgrade_probe.Prober]:
     objs = _objects(old)
+    if stack_of(old) == "kai":
+        kai = kai_params.Params.from_ctx(base.SuiteContext(kubeconfig=kubeconfig))
+        return (upgrade_kai.KaiWork(kube, upgrade_kai.plan(objs, _objects(new)), kai),
+                upgrade_kai.KaiProber(kubeconfig, kai))
     if stack_of(old) == "slurm":
         cli = slurm_cli.Slurm(endpoints.get("slurm_conf"))
         work = upgrade_slurm.SlurmWork(cli, objs)
@@ -271,7 +292,7 @@ def run_on_cluster(old: render.RenderedBundle, new: render.RenderedBundle, kubec
     kube = kube_client.Kube(kubeconfig)
     cases: list[base.CaseResult] = []
     try:
-        work, prober = make_work(old, kubeconfig, endpoints or {}, kube)
+        work, prober = make_work(old, new, kubeconfig, endpoints or {}, kube)
     except base.CaseFailed as exc:
         kube.close()
         return [base.SuiteResult("upgrade", [base.CaseResult("workload-started-on-old", "failed", str(exc))], 0.0, t0)]
@@ -325,12 +346,7 @@ def run(cat: model.Catalog, opts: certify.Options, upgrade_from: str, rollback: 
     frm = resolve_from(cat, new.bundle, new.version, upgrade_from, profile,
                        lambda v, p: render.render_bundle(cat, f"{new.bundle}@{v}", p).digest)
     old = render.render_bundle(cat, f"{new.bundle}@{frm.version}", profile)
-    if stack_of(old) == "kueue":
-        try:
-            upgrade_kueue.plan(_objects(old))
-        except base.CaseFailed as exc:
-            raise errors.InputError(f"{old.ref} cannot carry an upgrade's workload set: {exc}",
-                                    field="--upgrade-from") from exc
+    check_plan(old, new)
     say(f"static validation of {old.ref} -> {new.ref}")
     t0 = time.monotonic()
     findings = bundle_checks.check_rendered(new) + static_findings(old, new)
@@ -386,12 +402,19 @@ def _on_cluster(old: render.RenderedBundle, new: render.RenderedBundle, kind: st
                             ready_timeout_s=opts.ready_timeout_s, description=f"gpu-catalog: {old.ref} (upgrade base)")
         except errors.CatalogError as exc:
             return [certify._failed_step("install-old", f"{old.ref}: {exc}", time.monotonic() - t0)]
+        # what ran for OLD, and (below) what ran at the end: NEW, or OLD again after --rollback;
+        # a bring-your-own binary that ran for a tag naming another version fails the run
         info["live"], info["simulated"] = cluster_facts.live_and_simulated(prov)
+        results += certify._mapped_images(prov, info)
         params: dict[str, Any] = {}
         if isinstance(prov, providers.InjectsFaults):
             params.update(inject_fault=prov.inject_fault, clear_fault=prov.clear_fault)
         results += run_on_cluster(old, new, kubeconfig, opts, rollback, figures, say, prov, params,
                                   cluster_facts.endpoints(prov))
+        end: dict[str, Any] = {}
+        end["live"], end["simulated"] = cluster_facts.live_and_simulated(prov)
+        results += certify._mapped_images(prov, end)
+        info["atEnd"] = end
         return results
     finally:
         if any(r.result == "failed" for r in results) and opts.evidence_dir is not None:

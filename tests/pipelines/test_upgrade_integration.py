@@ -38,6 +38,11 @@ def test_upgrade_keeps_work_and_queues(tmp_path: Path, capsys: pytest.CaptureFix
     pred = json.loads((tmp_path / "evidence" / "statement.json").read_text())["predicate"]
     assert pred["upgradeFrom"]["version"] == "0.1.0" and pred["upgradeFrom"]["digest"].startswith("sha256:")
     assert pred["upgrade"]["upgrade"]["wallSeconds"] > 0 and pred["upgrade"]["upgrade"]["probes"] >= 1
+    # what ran is recorded for OLD and for the end (NEW): the manager pod 0.2.0 replaced
+    def manager(lines: list[str]) -> list[str]:
+        return [ln for ln in lines if ln.startswith("pod kueue-system/kueue-controller-manager-")]
+    start, end = manager(pred["cluster"]["live"]), manager(pred["cluster"]["atEnd"]["live"])
+    assert len(start) == len(end) == 1 and start != end
 
 
 def test_renamed_department_fails_the_upgrade(repo_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

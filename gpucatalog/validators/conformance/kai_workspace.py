@@ -160,7 +160,7 @@ def workspace(kube: kube_client.Kube, p: kai_params.Params, suite: str, res: bas
               {"metadata": {"name": ns, "labels": {base.SUITE_LABEL: suite}}})
     ws = Workspace(kube, p, ns)
     try:
-        _default_service_account(kube, ns)
+        default_service_account(kube, ns)
         yield ws
     except BaseException:
         leftovers = ws.cleanup()
@@ -177,7 +177,7 @@ def workspace(kube: kube_client.Kube, p: kai_params.Params, suite: str, res: bas
                               f"{p.wait_seconds:.0f}s of the case's pods being deleted: {', '.join(ws.leaked)}")
 
 
-def _default_service_account(kube: kube_client.Kube, ns: str) -> None:
+def default_service_account(kube: kube_client.Kube, ns: str) -> None:
     """Pods are refused until the namespace's ``default`` ServiceAccount exists; the
     controller-manager makes it within moments, and where none runs the suite makes it."""
     deadline = time.monotonic() + 10

@@ -133,19 +133,27 @@ class Prober:
         return (max(waits) if waits else 0.0), len(inside), sum(1 for p in inside if p.waited is None)
 
 
-class KueueProber(Prober):
-    def __init__(self, kubeconfig: Path, flavor: str, params: kueue_space.KueueParams) -> None:
+class ApiProber(Prober):
+    """A prober that talks to the Kubernetes API: one client per thread, so the probe thread's
+    calls never share a connection pool with the checks'."""
+
+    def __init__(self, kubeconfig: Path) -> None:
         super().__init__()
-        self.kubeconfig, self.flavor, self.params = kubeconfig, flavor, params
+        self.kubeconfig = kubeconfig
         self._local = threading.local()
 
     @property
     def kube(self) -> kube_client.Kube:
-        # one client per thread: the probe thread's calls never share a connection pool with the checks'
         k = getattr(self._local, "kube", None)
         if k is None:
             k = self._local.kube = kube_client.Kube(self.kubeconfig)
         return k  # type: ignore[no-any-return]
+
+
+class KueueProber(ApiProber):
+    def __init__(self, kubeconfig: Path, flavor: str, params: kueue_space.KueueParams) -> None:
+        super().__init__(kubeconfig)
+        self.flavor, self.params = flavor, params
 
     def submit(self, i: int) -> None:
         self.kube.batch.create_namespaced_job(NAME, self._job(i))

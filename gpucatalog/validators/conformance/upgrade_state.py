@@ -2,13 +2,13 @@
 
 A ``Snapshot`` holds the running workload pods (UID, node, restart count), Kueue's Workloads
 (UID, admission, evictions) and every queue object a user owns (Kueue ResourceFlavors, Cohorts,
-ClusterQueues, LocalQueues: UID and spec). ``compare`` names every difference an upgrade may not
+ClusterQueues, LocalQueues, or KAI's Queues: UID and spec; :data:`KUEUE`, :data:`KAI`). ``compare`` names every difference an upgrade may not
 make: a running pod gone, replaced, moved or restarted; an admitted Workload evicted, requeued or
 no longer admitted; a queue object deleted, recreated, or whose spec is neither what it was nor
 what the new version renders for it.
 
-Called by the upgrade pipeline (``pipelines.upgrade``) through ``upgrade_kueue``. Talks only to
-the Kubernetes API.
+Called by the upgrade pipeline (``pipelines.upgrade``) through ``upgrade_kueue`` and
+``upgrade_kai``. Talks only to the Kubernetes API.
 """
 
 from __future__ import annotations
@@ -21,7 +21,20 @@ from gpucatalog.validators.conformance import kube_client, kueue_space
 
 QUEUE_KINDS = {"ResourceFlavor": "resourceflavors", "Cohort": "cohorts", "ClusterQueue": "clusterqueues",
                "LocalQueue": "localqueues"}
-NAMESPACED = {"LocalQueue"}
+
+
+@dataclass(frozen=True)
+class QueueApi:
+    """A scheduler's queue objects: API group and version, kind -> plural; whether it has Workloads."""
+
+    group: str
+    version: str
+    kinds: Mapping[str, str]
+    workloads: bool
+
+
+KUEUE = QueueApi(kueue_space.GROUP, kueue_space.VERSION, QUEUE_KINDS, workloads=True)
+KAI = QueueApi("scheduling.run.ai", "v2", {"Queue": "queues"}, workloads=False)
 
 
 @dataclass(frozen=True)
@@ -68,8 +81,8 @@ def _workload_state(w: dict[str, Any]) -> WorkloadState:
     )
 
 
-def take(kube: kube_client.Kube, namespaces: list[str]) -> Snapshot:
-    """Pods and Workloads of ``namespaces`` (the workload set's), and every Kueue queue object."""
+def take(kube: kube_client.Kube, namespaces: list[str], api: QueueApi = KUEUE) -> Snapshot:
+    """Pods (and Kueue's Workloads) of ``namespaces`` (the workload set's), and every queue object."""
     snap = Snapshot()
     for ns in namespaces:
         for pod in kube.call(f"list pods of {ns}", kube.core.list_namespaced_pod, ns).items:
@@ -79,13 +92,13 @@ def take(kube: kube_client.Kube, namespaces: list[str]) -> Snapshot:
             snap.pods[f"{ns}/{pod.metadata.name}"] = PodState(
                 uid=str(pod.metadata.uid), node=str(pod.spec.node_name),
                 restarts=sum(c.restart_count for c in st), phase=str(pod.status.phase if pod.status else ""))
-        found = kube.call(f"list Workloads of {ns}", kube.custom.list_namespaced_custom_object,
-                          kueue_space.GROUP, kueue_space.VERSION, ns, "workloads")
-        for w in found.get("items", []):
-            snap.workloads[f"{ns}/{w['metadata']['name']}"] = _workload_state(w)
-    for kind, plural in QUEUE_KINDS.items():
-        found = kube.call(f"list {plural}", kube.custom.list_cluster_custom_object,
-                          kueue_space.GROUP, kueue_space.VERSION, plural)
+        if api.workloads:
+            found = kube.call(f"list Workloads of {ns}", kube.custom.list_namespaced_custom_object,
+                              kueue_space.GROUP, kueue_space.VERSION, ns, "workloads")
+            for w in found.get("items", []):
+                snap.workloads[f"{ns}/{w['metadata']['name']}"] = _workload_state(w)
+    for kind, plural in api.kinds.items():
+        found = kube.call(f"list {plural}", kube.custom.list_cluster_custom_object, api.group, api.version, plural)
         for o in found.get("items", []):
             md = o["metadata"]
             k = queue_key(kind, md["name"], md.get("namespace", ""))
@@ -106,11 +119,11 @@ def contains(live: Any, want: Any) -> bool:
     return bool(live == want)
 
 
-def rendered_queues(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def rendered_queues(objects: list[dict[str, Any]], api: QueueApi = KUEUE) -> dict[str, dict[str, Any]]:
     """"Kind ns/name" -> spec of every queue object in a version's rendering."""
     out: dict[str, dict[str, Any]] = {}
     for o in objects:
-        if o.get("kind") in QUEUE_KINDS and str(o.get("apiVersion", "")).startswith(kueue_space.GROUP + "/"):
+        if o.get("kind") in api.kinds and str(o.get("apiVersion", "")).startswith(api.group + "/"):
             md = o.get("metadata") or {}
             out[queue_key(o["kind"], md.get("name", ""), md.get("namespace", ""))] = o.get("spec") or {}
     return out
@@ -134,12 +147,14 @@ def held(before: Snapshot) -> set[str]:
 
 
 def compare(before: Snapshot, after: Snapshot, target: Mapping[str, dict[str, Any]],
-            previous: Mapping[str, dict[str, Any]], version: str) -> list[str]:
+            previous: Mapping[str, dict[str, Any]], version: str, in_use: set[str] | None = None,
+            users: str = "admitted Workloads") -> list[str]:
     """Every way ``after`` lost what ``before`` had. ``target`` is what ``version`` renders,
     ``previous`` what the release before it rendered: an object only the previous release
-    rendered may go with it, unless admitted Workloads stand in it; any other object must stay."""
+    rendered may go with it, unless work stands in it (``in_use``, ``users`` saying what work:
+    by default the queue objects of admitted Workloads, :func:`held`); any other object must stay."""
     problems: list[str] = []
-    in_use = held(before)
+    in_use = held(before) if in_use is None else in_use
     for key, was in sorted(before.pods.items()):
         now = after.pods.get(key)
         if now is None:
@@ -170,12 +185,12 @@ def compare(before: Snapshot, after: Snapshot, target: Mapping[str, dict[str, An
             if key in previous and key not in target and key not in in_use:
                 continue  # the release dropped an object nothing stood in
             why = "not in its rendering" if key not in target else "deleted"
-            users = " while admitted Workloads stood in it" if key in in_use else ""
-            problems.append(f"{key} did not survive the upgrade to {version} ({why}){users}; its spec was {spec}")
+            stood = f" while {users} stood in it" if key in in_use else ""
+            problems.append(f"{key} did not survive the upgrade to {version} ({why}){stood}; its spec was {spec}")
             continue
         if key in after.deleting and key not in before.deleting:
-            users = "; admitted Workloads stand in it, so Kueue's finalizer holds it" if key in in_use else ""
-            problems.append(f"{key} is being deleted by the upgrade to {version}{users}")
+            stand = f"; {users} stand in it, so a finalizer holds it" if key in in_use else ""
+            problems.append(f"{key} is being deleted by the upgrade to {version}{stand}")
             continue
         if now_q[0] != uid:
             problems.append(f"{key} was deleted and recreated (uid {uid[:8]} -> {now_q[0][:8]})")

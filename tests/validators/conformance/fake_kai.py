@@ -5,7 +5,7 @@ GPU memory, a binder that never releases a shared GPU …). Not a KAI model: eac
 ``runai-gpu-group`` label, a reservation pod holding the shared GPU, or a PodScheduled=False
 condition with a reason. Also makes the KAI component Deployments and pods look ready.
 
-Used by tests/validators/conformance/test_kai_cases_api.py.
+Used by tests/validators/conformance/test_kai_cases_api.py and test_upgrade_kai_api.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from gpucatalog.validators.conformance import kai_pods, kube_client
 
 SCHEDULER = "kai-scheduler"
-NAMESPACES = ("conformance-", "tenant-")  # the suites' workspaces and the tests' other tenants
+NAMESPACES = ("conformance-", "tenant-", "upgrade-")  # the suites' workspaces, other tenants, upgrade work
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,10 @@ Policy = Callable[[Any, list[Any]], Decision]  # (pending pod, all pods of kai-s
 
 class FakeKai:
     def __init__(self, kube: kube_client.Kube, decide: Policy, *, reservation_ns: str,
-                 release_after: float | None = 0.5) -> None:
+                 release_after: float | None = 0.5, retry: bool = False) -> None:
         self.kube, self.decide, self.rr_ns = kube, decide, reservation_ns
         self.release_after = release_after  # None: never delete an unused reservation pod
+        self.retry = retry  # decide again on a pod held back before (as KAI does every cycle)
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self.unused_since: dict[str, float] = {}
@@ -66,12 +67,15 @@ class FakeKai:
         pods = self.kube.core.list_pod_for_all_namespaces(field_selector=f"spec.schedulerName={SCHEDULER}").items
         pods = [p for p in pods if p.metadata.namespace.startswith(NAMESPACES)]
         for pod in pods:
-            if pod.spec.node_name or pod.metadata.deletion_timestamp or kai_pods.unschedulable_reason(pod):
+            held = kai_pods.unschedulable_reason(pod)
+            if pod.spec.node_name or pod.metadata.deletion_timestamp or (held and not self.retry):
                 continue
             decision = self.decide(pod, pods)
             if isinstance(decision, Bind):
                 self._bind(pod, decision)
-            elif isinstance(decision, Reject):
+                if self.retry:
+                    pod.spec.node_name = decision.node  # later decisions of this pass see it placed
+            elif isinstance(decision, Reject) and not held.endswith(decision.reason):
                 self.kube.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, {"status": {
                     "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                     "message": decision.reason}]}})
@@ -114,8 +118,8 @@ class FakeKai:
 
 @contextmanager
 def running(kube: kube_client.Kube, decide: Policy, *, reservation_ns: str,
-            release_after: float | None = 0.5) -> Iterator[FakeKai]:
-    fake = FakeKai(kube, decide, reservation_ns=reservation_ns, release_after=release_after)
+            release_after: float | None = 0.5, retry: bool = False) -> Iterator[FakeKai]:
+    fake = FakeKai(kube, decide, reservation_ns=reservation_ns, release_after=release_after, retry=retry)
     fake.thread.start()
     try:
         yield fake

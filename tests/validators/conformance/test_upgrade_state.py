@@ -50,7 +50,7 @@ def test_renamed_queue_held_by_work_is_a_loss_even_while_a_finalizer_keeps_it() 
     after.deleting.add(CQ)
     problems = us.compare(_before(), after, renamed, TARGET, "b@3")
     assert problems == ["ClusterQueue vision is being deleted by the upgrade to b@3; admitted Workloads stand in it, "
-                        "so Kueue's finalizer holds it"]
+                        "so a finalizer holds it"]
     del after.queues[CQ]
     assert "while admitted Workloads stood in it" in us.compare(_before(), after, renamed, TARGET, "b@3")[0]
 
