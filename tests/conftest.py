@@ -30,8 +30,10 @@ RenderChart = Callable[..., list[dict[str, Any]]]
 # Markers of tests allowed to build or run a pinned toolchain binary (helm, kubectl, go …);
 # `make unit` deselects them all so it stays fast on a fresh machine.
 TOOLCHAIN_MARKERS = ("toolchain", "integration", "slurm", "registry", "kind")
-# Fixtures that run a toolchain binary: their users are marked ``toolchain`` automatically.
-TOOLCHAIN_FIXTURES = {"helm", "render_chart", "render_error"}
+# Fixtures that run a toolchain binary: their users are marked ``toolchain`` automatically
+# (``kubeconfig``: the conformance tests' real API server, a session fixture set up before the
+# guard below could refuse its build).
+TOOLCHAIN_FIXTURES = {"helm", "render_chart", "render_error", "kubeconfig"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
