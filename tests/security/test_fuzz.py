@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,6 +28,9 @@ from gpucatalog.pipelines import channels
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 1000,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# The per-test timeout grows with the hunt (up to about 0.1 s an input on a loaded 2-core
+# machine): a longer hunt stopped by the default 120 s ended as a FlakyFailure, not a finding.
+pytestmark = pytest.mark.timeout(120 + EXAMPLES // 2)
 RUNS = {"loader": 0, "channel": 0}
 
 BUNDLE = """\
