@@ -64,7 +64,7 @@ def _kind_of(doc: yamlfile.Document) -> str:
     if not isinstance(doc.data, dict):
         raise errors.SchemaError("expected a mapping with apiVersion and kind", path=str(doc.path), line=1)
     kind = doc.data.get("kind")
-    if kind not in SCHEMAS:
+    if not isinstance(kind, str) or kind not in SCHEMAS:  # `kind: {}` is not hashable (found by the fuzzer)
         raise errors.SchemaError(
             f"unknown kind {kind!r} in document {doc.index}",
             path=str(doc.path),

@@ -92,6 +92,17 @@ def test_billion_laughs_in_a_bundle_is_exit_2_fast(mini_catalog: Path, capsys: p
     assert time.monotonic() - t0 < 10 and not (mini_catalog.parent / "out").exists()
 
 
+@pytest.mark.parametrize("kind", ["{}", "[Bundle]", "7", "null"])
+def test_a_kind_that_is_not_a_name_is_exit_2(mini_catalog: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the fuzzer (FUZZ_EXAMPLES=2000): a second document ``kind: {}`` in a bundle file
+    raised TypeError (a mapping is not hashable) and ended in a traceback."""
+    f = mini_catalog / BUNDLE
+    f.write_text(f.read_text() + f"---\nkind: {kind}\n")
+    assert main(["--catalog-dir", str(mini_catalog), "list"]) == 2
+    err = capsys.readouterr().err
+    assert f"{f}:" in err and "unknown kind" in err and "document 1" in err and "Traceback" not in err
+
+
 def test_non_utf8_catalog_file_is_exit_2(mini_catalog: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = mini_catalog / "components" / "alpha" / "2.0.0.yaml"
     bad.write_bytes(b"name: \xff\xfe\x00bad\n")
