@@ -155,6 +155,17 @@ def _draining_kubelet(kubeconfig: Path, ns: str, status: dict[str, Any] | None, 
         stop.wait(0.05)
 
 
+def _injector_in(kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]], ns: str) -> pod_injector.PodInjector:
+    """A pod injector for gpu-health's agent rendered into namespace ``ns`` (made if missing)."""
+    objects = render_chart("gpu-health", None, "--namespace", ns)
+    for o in objects:
+        o["metadata"]["namespace"] = ns
+    kube = kube_client.Kube(kubeconfig)
+    if not kube.request("GET", f"/api/v1/namespaces/{ns}", ok404=True):
+        kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    return pod_injector.PodInjector(kubeconfig, _agent(objects), timeout_s=20)
+
+
 @pytest.mark.parametrize("status, says", [
     # it wrote the fault, then the drain that fault caused removed it: the injection happened
     (_terminated(0, ""), None),
@@ -168,14 +179,7 @@ def _draining_kubelet(kubeconfig: Path, ns: str, status: dict[str, Any] | None, 
 def test_a_pod_removed_by_a_drain_is_judged_by_its_last_status(
         kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]], status: dict[str, Any] | None,
         says: str | None) -> None:
-    objects = render_chart("gpu-health", None, "--namespace", "inj-drain")
-    for o in objects:
-        o["metadata"]["namespace"] = "inj-drain"
-    kube = kube_client.Kube(kubeconfig)
-    if not kube.request("GET", "/api/v1/namespaces/inj-drain", ok404=True):
-        kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                    "metadata": {"name": "inj-drain"}})
-    inj = pod_injector.PodInjector(kubeconfig, _agent(objects), timeout_s=20)
+    inj = _injector_in(kubeconfig, render_chart, "inj-drain")
     stop = threading.Event()
     t = threading.Thread(target=_draining_kubelet, args=(kubeconfig, "inj-drain", status, stop), daemon=True)
     t.start()
@@ -213,14 +217,7 @@ def _kubelet_behind_a_drain(kubeconfig: Path, ns: str, seen: list[dict[str, Any]
 
 def test_a_pod_evicted_while_pending_is_tried_again_with_the_same_injection_id(
         kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]]) -> None:
-    objects = render_chart("gpu-health", None, "--namespace", "inj-retry")
-    for o in objects:
-        o["metadata"]["namespace"] = "inj-retry"
-    kube = kube_client.Kube(kubeconfig)
-    if not kube.request("GET", "/api/v1/namespaces/inj-retry", ok404=True):
-        kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                    "metadata": {"name": "inj-retry"}})
-    inj = pod_injector.PodInjector(kubeconfig, _agent(objects), timeout_s=20)
+    inj = _injector_in(kubeconfig, render_chart, "inj-retry")
     seen: list[dict[str, Any]] = []
     stop = threading.Event()
     t = threading.Thread(target=_kubelet_behind_a_drain, args=(kubeconfig, "inj-retry", seen, stop), daemon=True)
