@@ -144,9 +144,11 @@ def _use_image_map(prov: providers.ClusterProvider, kind: str, path: Path | None
     prov.use_image_map(path)
 
 
-def _mapped_images(prov: providers.ClusterProvider, info: dict[str, Any]) -> list[base.SuiteResult]:
-    """Record each bring-your-own binary (sha256, reported version, the pods that really ran
-    it); one that ran for an image tag naming another version fails the run."""
+def _what_ran(prov: providers.ClusterProvider, info: dict[str, Any]) -> list[base.SuiteResult]:
+    """Record in ``info`` what ran live and what was simulated, and each bring-your-own binary
+    (sha256, reported version, the pods that really ran it); one that ran for an image tag naming
+    another version fails the run."""
+    info["live"], info["simulated"] = cluster_facts.live_and_simulated(prov)
     if not isinstance(prov, providers.RunsImageMaps):
         return []
     info["images"] = prov.mapped_images()
@@ -332,8 +334,7 @@ def _on_cluster(
         info["readiness"] = {d.component: d.readiness for d in done}
         if not_ready:
             results.append(_failed_step("readiness", "; ".join(not_ready), time.monotonic() - t1))
-        info["live"], info["simulated"] = cluster_facts.live_and_simulated(prov)
-        results += _mapped_images(prov, info)
+        results += _what_ran(prov, info)
         params: dict[str, Any] = {"bundle_values": {c.name: c.values for c in rb.components}}
         faults = fault_injection.choose(prov, opts.inject_faults, agent, kubeconfig)
         faults.record(info)

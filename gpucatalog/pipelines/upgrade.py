@@ -155,10 +155,11 @@ def stack_of(rb: render.RenderedBundle) -> str:
 
 def check_plan(old: render.RenderedBundle, new: render.RenderedBundle) -> None:
     """InputError, before any cluster starts, when OLD lacks the teams its stack's workload set needs."""
+    stack = stack_of(old)
     try:
-        if stack_of(old) == "kueue":
+        if stack == "kueue":
             upgrade_kueue.plan(_objects(old))
-        elif stack_of(old) == "kai":
+        elif stack == "kai":
             upgrade_kai.plan(_objects(old), _objects(new))
     except base.CaseFailed as exc:
         raise errors.InputError(f"{old.ref} cannot carry an upgrade's workload set: {exc}",
@@ -167,12 +168,12 @@ def check_plan(old: render.RenderedBundle, new: render.RenderedBundle) -> None:
 
 def make_work(old: render.RenderedBundle, new: render.RenderedBundle, kubeconfig: Path, endpoints: dict[str, str],
               kube: kube_client.Kube) -> tuple[Work, upgrade_probe.Prober]:
-    objs = _objects(old)
-    if stack_of(old) == "kai":
+    objs, stack = _objects(old), stack_of(old)
+    if stack == "kai":
         kai = kai_params.Params.from_ctx(base.SuiteContext(kubeconfig=kubeconfig))
         return (upgrade_kai.KaiWork(kube, upgrade_kai.plan(objs, _objects(new)), kai),
                 upgrade_kai.KaiProber(kubeconfig, kai))
-    if stack_of(old) == "slurm":
+    if stack == "slurm":
         cli = slurm_cli.Slurm(endpoints.get("slurm_conf"))
         work = upgrade_slurm.SlurmWork(cli, objs)
         # the highest-priority partition: Slurm schedules it first, so the pending job of the
@@ -404,17 +405,14 @@ def _on_cluster(old: render.RenderedBundle, new: render.RenderedBundle, kind: st
             return [certify._failed_step("install-old", f"{old.ref}: {exc}", time.monotonic() - t0)]
         # what ran for OLD, and (below) what ran at the end: NEW, or OLD again after --rollback;
         # a bring-your-own binary that ran for a tag naming another version fails the run
-        info["live"], info["simulated"] = cluster_facts.live_and_simulated(prov)
-        results += certify._mapped_images(prov, info)
+        results += certify._what_ran(prov, info)
         params: dict[str, Any] = {}
         if isinstance(prov, providers.InjectsFaults):
             params.update(inject_fault=prov.inject_fault, clear_fault=prov.clear_fault)
         results += run_on_cluster(old, new, kubeconfig, opts, rollback, figures, say, prov, params,
                                   cluster_facts.endpoints(prov))
-        end: dict[str, Any] = {}
-        end["live"], end["simulated"] = cluster_facts.live_and_simulated(prov)
-        results += certify._mapped_images(prov, end)
-        info["atEnd"] = end
+        info["atEnd"] = {}
+        results += certify._what_ran(prov, info["atEnd"])
         return results
     finally:
         if any(r.result == "failed" for r in results) and opts.evidence_dir is not None:

@@ -59,10 +59,10 @@ def test_mapped_images_are_recorded_and_a_version_mismatch_fails_the_run() -> No
             "version": "v0.15.0", "version_matches": True}
     info: dict[str, object] = {}
     assert isinstance(_Byo([]), provider.RunsImageMaps)
-    assert certify._mapped_images(_Byo([ok, idle]), info) == []  # type: ignore[arg-type]
+    assert certify._what_ran(_Byo([ok, idle]), info) == []  # type: ignore[arg-type]
     assert info["images"] == [ok, idle]
     wrong = {**ok, "version": "v0.15.0", "version_matches": False}
-    (step,) = certify._mapped_images(_Byo([wrong]), {})  # type: ignore[arg-type]
+    (step,) = certify._what_ran(_Byo([wrong]), {})  # type: ignore[arg-type]
     assert step.name == "image-map" and step.result == "failed"
     assert step.cases[0].reason == ("ghcr.io/kai-scheduler/kai-scheduler/binder ran as tag v0.16.8 but "
                                     "/opt/kai/binder reports v0.15.0")
