@@ -24,6 +24,7 @@ class _Pod:
     ident: str  # "pod ns/name (images)"
     name: str  # "ns/name"
     images: tuple[str, ...]
+    served: tuple[str | None, ...]  # per image, the image map entry that served it (its ``image``)
     live: bool
     conformance: bool
     stand_in: str  # what a sim-only program of its images stood in for ('' for none)
@@ -45,6 +46,7 @@ def _pods(lay: Layout, core: Any) -> list[_Pod]:
         mapped = all(e is not None for e in entries)
         name = f"{p.metadata.namespace}/{p.metadata.name}"
         out.append(_Pod(ident=f"pod {name} ({', '.join(imgs)})", name=name, images=imgs,
+                        served=tuple(None if e is None else e.image for e in entries),
                         live=bool(p.spec.node_name) and mapped and _started(p),
                         conformance=str(p.metadata.namespace).startswith("conformance"),
                         stand_in="; ".join(e.stand_in for e in entries if e is not None and e.stand_in)))
@@ -56,13 +58,11 @@ def mapped_images(lay: Layout, core: Any) -> list[dict[str, Any]]:
     ran it and their image tags; ``live`` only when at least one did; ``version_matches`` False
     when a tag that ran is a version and the executable reports another one."""
     pods = _pods(lay, core)
-    binaries = imagemap.read(lay.image_map)
-    table = images.merged(binaries)
     out = []
-    for b in binaries:
+    for b in imagemap.read(lay.image_map):
         # the pods whose image this entry served (a tag's own entry comes before its repository's)
-        ran = [(p.name, ref) for p in pods if p.live for ref in p.images
-               if (e := images.lookup(ref, table)) is not None and e.image == b.image]
+        ran = [(p.name, ref) for p in pods if p.live for ref, entry in zip(p.images, p.served, strict=True)
+               if entry == b.image]
         tags = sorted({ref[len(images.repository(ref)):].lstrip(":").split("@")[0] for _n, ref in ran} - {""})
         versions = [t for t in tags if binversion.VERSION.fullmatch(t)]
         out.append({**b.to_dict(), "ran": sorted({n for n, _ref in ran}), "tags": tags, "live": bool(ran),
