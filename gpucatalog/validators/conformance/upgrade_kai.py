@@ -67,11 +67,9 @@ def teams(objects: list[dict[str, Any]]) -> list[Team]:
     out = []
     for o in _queues(objects):
         md = o.get("metadata") or {}
-        labels = md.get("labels") or {}
-        if labels.get("gpu-catalog.dev/queue-role") == "team":
-            spec = o.get("spec") or {}
-            out.append(Team(md["name"], _quota(spec),
-                            labels.get("gpu-catalog.dev/default-preemptibility") != "non-preemptible"))
+        preemptible = upgrade_state.team_preemptible(md.get("labels") or {})
+        if preemptible is not None:
+            out.append(Team(md["name"], _quota(o.get("spec") or {}), preemptible))
     return out
 
 
@@ -105,11 +103,7 @@ def _non_preemptible_under(plan_pods: list[tuple[Team, str, bool]], queue: str, 
 def plan(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> Plan:
     """What to run, or CaseFailed when the old rendering lacks the teams a set needs."""
     all_teams = teams(old)
-    pre = [t for t in all_teams if t.preemptible and t.quota >= 2]
-    non = [t for t in all_teams if not t.preemptible and t.quota >= 2]
-    if len(pre) < 2 or not non:
-        raise base.CaseFailed(f"the old version renders {len(pre)} preemptible and {len(non)} non-preemptible KAI "
-                              "teams with 2 or more GPUs; the upgrade's workload set needs 2 and 1")
+    pre, non = upgrade_state.work_teams(all_teams, "KAI teams")
     p = Plan(pods=[(pre[0], "upgrade-train-0", True), (pre[0], "upgrade-train-1", True),
                    (non[0], "upgrade-serve-0", False), (non[0], "upgrade-serve-1", False)],
              gang=(pre[1], "upgrade-gang", min(4, pre[1].quota)))

@@ -71,12 +71,11 @@ def teams(objects: list[dict[str, Any]]) -> list[Team]:
     out = []
     for o in objects:
         md = o.get("metadata") or {}
-        labels = md.get("labels") or {}
-        if o.get("kind") != "ClusterQueue" or labels.get("gpu-catalog.dev/queue-role") != "team" or md["name"] not in local:
+        preemptible = upgrade_state.team_preemptible(md.get("labels") or {})
+        if o.get("kind") != "ClusterQueue" or preemptible is None or md["name"] not in local:
             continue
         lq = local[md["name"]]
-        out.append(Team(md["name"], lq["namespace"], lq["name"], _gpu_quota(o.get("spec") or {}),
-                        labels.get("gpu-catalog.dev/default-preemptibility") != "non-preemptible"))
+        out.append(Team(md["name"], lq["namespace"], lq["name"], _gpu_quota(o.get("spec") or {}), preemptible))
     return out
 
 
@@ -87,12 +86,7 @@ def pool(objects: list[dict[str, Any]]) -> int:
 
 def plan(objects: list[dict[str, Any]]) -> Plan:
     """What to run, or CaseFailed when the rendering lacks the teams a set needs."""
-    all_teams = teams(objects)
-    pre = [t for t in all_teams if t.preemptible and t.quota >= 2]
-    non = [t for t in all_teams if not t.preemptible and t.quota >= 2]
-    if len(pre) < 2 or not non:
-        raise base.CaseFailed(f"the old version renders {len(pre)} preemptible and {len(non)} non-preemptible teams "
-                              "with 2 or more GPUs; the upgrade's workload set needs 2 and 1")
+    pre, non = upgrade_state.work_teams(teams(objects))
     p = Plan(pool=pool(objects))
     gang = min(4, pre[1].quota)
     p.jobs = [(pre[0], "upgrade-train-0", 1, True), (pre[0], "upgrade-train-1", 1, True),

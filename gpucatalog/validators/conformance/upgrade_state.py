@@ -13,11 +13,11 @@ Called by the upgrade pipeline (``pipelines.upgrade``) through ``upgrade_kueue``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from gpucatalog.validators.conformance import kube_client, kueue_space
+from gpucatalog.validators.conformance import base, kube_client, kueue_space
 
 QUEUE_KINDS = {"ResourceFlavor": "resourceflavors", "Cohort": "cohorts", "ClusterQueue": "clusterqueues",
                "LocalQueue": "localqueues"}
@@ -35,6 +35,35 @@ class QueueApi:
 
 KUEUE = QueueApi(kueue_space.GROUP, kueue_space.VERSION, QUEUE_KINDS, workloads=True)
 KAI = QueueApi("scheduling.run.ai", "v2", {"Queue": "queues"}, workloads=False)
+
+
+def team_preemptible(labels: Mapping[str, str]) -> bool | None:
+    """For a queue object's labels (team-queues' chart sets them for Kueue and KAI alike): None
+    when it is not a team's queue, else whether the team's work is preemptible by default."""
+    if labels.get("gpu-catalog.dev/queue-role") != "team":
+        return None
+    return labels.get("gpu-catalog.dev/default-preemptibility") != "non-preemptible"
+
+
+class _Team(Protocol):
+    @property
+    def quota(self) -> int: ...
+    @property
+    def preemptible(self) -> bool: ...
+
+
+TeamT = TypeVar("TeamT", bound=_Team)
+
+
+def work_teams(teams: Sequence[TeamT], what: str = "teams") -> tuple[list[TeamT], list[TeamT]]:
+    """The teams with 2 or more GPUs an upgrade's workload set runs in: (preemptible,
+    non-preemptible); CaseFailed unless there are 2 and 1 (``what`` names the teams)."""
+    pre = [t for t in teams if t.preemptible and t.quota >= 2]
+    non = [t for t in teams if not t.preemptible and t.quota >= 2]
+    if len(pre) < 2 or not non:
+        raise base.CaseFailed(f"the old version renders {len(pre)} preemptible and {len(non)} non-preemptible {what} "
+                              "with 2 or more GPUs; the upgrade's workload set needs 2 and 1")
+    return pre, non
 
 
 @dataclass(frozen=True)
