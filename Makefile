@@ -39,9 +39,14 @@ $(SCAN_VENV)/.installed-$(CHECKOV_VERSION):
 	$(SCAN_VENV)/bin/python -m pip install -q 'checkov==$(CHECKOV_VERSION)'
 	touch $@
 
-## test: setup, lint, policy scan, then every test (unit and integration; needs root)
+# Test workers (pytest-xdist): most integration time is spent waiting on controllers, not CPU, so
+# a 2-core machine runs more workers than cores. Tests sharing a cluster stay on one worker
+# (tests/conftest.py, xdist_group).
+TEST_WORKERS ?= 3
+
+## test: setup, lint, policy scan, then every test (unit and integration; needs root) on TEST_WORKERS workers, the slowest listed at the end
 test: setup lint scan
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 ## unit: the fast tests only (no toolchain binary, cluster, Slurm or registry)
 unit: $(VENV)/.installed

@@ -19,6 +19,7 @@ pytest_plugins = [
     "gpucatalog.clusters.sim.pytest_plugin",
     "tests.plugins.slurm_cluster",
     "tests.plugins.pipelines",
+    "tests.plugins.durations",
 ]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,10 +37,29 @@ TOOLCHAIN_MARKERS = ("toolchain", "integration", "slurm", "registry", "kind")
 TOOLCHAIN_FIXTURES = {"helm", "render_chart", "render_error", "kubeconfig"}
 
 
+# `make test` runs the tests on several pytest-xdist workers (--dist loadgroup). A test file is
+# one group, so its module fixtures (a cluster, an API server) start once; the files sharing one
+# of these session-wide clusters form one group, so that cluster starts once per run, not once per
+# worker.
+SHARED_CLUSTERS = {
+    "sim_cluster": "sim-cluster", "sim_kubeconfig": "sim-cluster", "k8s_client": "sim-cluster",
+    "sim_namespace": "sim-cluster",
+    "_gpu_health_session": "gpu-health-cluster",
+    "live_cluster": "slurm-cluster",
+}
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The worker group of ``item``: the shared cluster it uses, else its file."""
+    names = set(getattr(item, "fixturenames", ()))
+    return next((g for f, g in SHARED_CLUSTERS.items() if f in names), item.nodeid.split("::", 1)[0])
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if TOOLCHAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.toolchain)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ import json
 import sys
 
 from gpucatalog.toolchain import build, releases
+from gpucatalog.validators.static import openapi
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,13 +42,20 @@ def run(args: argparse.Namespace) -> int:
             for t, row in rows.items():
                 print(f"{t:26} {row['version']:10} {row['cached'] or '(not built)'}")
         return 0
-    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    def say(m: str) -> None:
+        print(m, file=sys.stderr, flush=True)
+
     if args.kubernetes:
         kube_tools = build.group_of("kube-apiserver").tools
         paths = {f"{t} {r}": build.ensure(t, say, version=r)
                  for r in releases.resolve_list(args.kubernetes) for t in kube_tools}
     else:
         paths = build.ensure_all(progress=say)
+    # the API schemas every static check validates against, converted once from the pinned
+    # release's OpenAPI spec (the unit tests read them from the cache and build nothing)
+    for release in releases.resolve_list(args.kubernetes) if args.kubernetes else [releases.default()]:
+        openapi.load(release)
+        say(f"kubernetes {release} API schemas ready")
     for t, p in paths.items():
         print(f"{t:26} {p}")
     return 0

@@ -9,6 +9,7 @@ of them (``ensure("kube-apiserver", version="v1.35.4")``); the default is its pi
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import fcntl
 import hashlib
@@ -42,6 +43,9 @@ class Group:
     supported: tuple[str, ...] = ()
     # unformatted ldflags ({version}, {minor}), to make the group at another supported release
     ldflag_templates: tuple[str, ...] = ()
+    # built on first use only, never by ``ensure_all`` (``make setup``): nothing the tests or the
+    # main job run needs it (kind, used only where a Docker engine runs)
+    on_demand: bool = False
 
     def at(self, version: str | None) -> Group:
         """This group built at ``version`` (one of ``supported``); itself for None or its own version.
@@ -93,6 +97,7 @@ def load_manifest() -> dict[str, Group]:
             staging_version=staging.get("version", ""),
             supported=tuple(g.get("supported", [])),
             ldflag_templates=templates,
+            on_demand=bool(g.get("onDemand", False)),
         )
     return groups
 
@@ -188,6 +193,12 @@ def _write_wrapper(g: Group, src: Path) -> None:
     (src / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
 
 
+def _default_binary_name(pkg: str) -> str:
+    """The file ``go build -o DIR/`` writes for main package ``pkg`` (a /vN suffix is skipped)."""
+    parts = pkg.split("/")
+    return parts[-2] if len(parts) > 1 and re.fullmatch(r"v[0-9]+", parts[-1]) else parts[-1]
+
+
 def build_group(g: Group, progress: Callable[[str], None] | None = None) -> float:
     """Build every tool of ``g`` into the cache; returns seconds spent."""
     say = progress or (lambda _m: None)
@@ -201,13 +212,17 @@ def build_group(g: Group, progress: Callable[[str], None] | None = None) -> floa
     staging = out.with_name(out.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    say(f"building {', '.join(g.tools)} {g.version}")
+    ldflags = " ".join(["-s", "-w", *g.ldflags])
+    # one go build for every tool of the group: the packages they share are loaded and compiled
+    # once, and the binaries link side by side
+    built = staging / "out"
+    executor.run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(built) + "/", *g.tools.values()],
+                 cwd=src, env=env)
     for tool, pkg in g.tools.items():
-        say(f"building {tool} {g.version}")
-        ldflags = " ".join(["-s", "-w", *g.ldflags])
-        executor.run(
-            ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(staging / tool), pkg], cwd=src, env=env
-        )
+        (built / _default_binary_name(pkg)).rename(staging / tool)
         (staging / f"{tool}.sha256").write_text(_sha256(staging / tool) + "\n")
+    built.rmdir()
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)  # all tools of the group appear at once, never half a group
     return time.monotonic() - start
@@ -230,8 +245,26 @@ def ensure(tool: str, progress: Callable[[str], None] | None = None, version: st
     return path
 
 
-def ensure_all(progress: Callable[[str], None] | None = None) -> dict[str, Path]:
-    return {tool: ensure(tool, progress) for g in load_manifest().values() for tool in g.tools}
+def ensure_all(progress: Callable[[str], None] | None = None, jobs: int = 2) -> dict[str, Path]:
+    """Every tool of every group except the on-demand ones, building up to ``jobs`` missing groups
+    at once (their module downloads and links overlap the others' compiles; the Go build cache is
+    shared, so a package two groups need is compiled once). Says how long each build took."""
+    say = progress or (lambda _m: None)
+    groups = [g for g in load_manifest().values() if not g.on_demand]
+    missing = [g for g in groups if any(cached(t) is None for t in g.tools)]
+    if missing:
+        say(f"building {len(missing)} pinned tool group(s), {jobs} at a time: {', '.join(g.name for g in missing)}")
+
+    def one(g: Group) -> None:
+        t0 = time.monotonic()
+        for tool in g.tools:
+            ensure(tool, say)
+        say(f"{g.name} {g.version} ready in {time.monotonic() - t0:.0f} s")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for fut in [pool.submit(one, g) for g in missing]:
+            fut.result()  # the first failure is raised; the other builds still finish (the pool waits)
+    return {tool: ensure(tool, say) for g in groups for tool in g.tools}
 
 
 def module_dir(module: str, version: str) -> Path:

@@ -98,14 +98,14 @@ def executable(path: Path) -> bool:
     return os.access(path, os.X_OK)
 
 
-# --- a sim cluster with gpu-health installed (one per test module that asks for it) ---------
+# --- a sim cluster with gpu-health installed: one per test run, reset for each module ---------
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-health"
 GPU_HEALTH_NAMESPACE = "gpu-health"
 
 
-@pytest.fixture(scope="module")
-def gpu_health_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@pytest.fixture(scope="session")
+def _gpu_health_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     sim = pytest.importorskip("gpucatalog.clusters.sim.cluster")
     from gpucatalog.core import executor
     from gpucatalog.toolchain.build import ensure
@@ -121,12 +121,19 @@ def gpu_health_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
     executor.run([str(ensure("helm")), "upgrade", "--install", "gpu-health", str(CHART), "-n", GPU_HEALTH_NAMESPACE,
                   "--create-namespace", "-f", str(vfile), "--kubeconfig", str(cluster.kubeconfig()),
                   "--wait", "--timeout", "180s"], timeout=240)
-    _reset_nodes(cluster)
     try:
         yield cluster
     finally:
         if not keep:
             cluster.down()
+
+
+@pytest.fixture(scope="module")
+def gpu_health_cluster(_gpu_health_session: Any) -> Any:
+    """The run's gpu-health sim cluster, with the faults, parked nodes and fault history an earlier
+    module (or a kept cluster's earlier run) left cleared, as a fresh cluster would start."""
+    _reset_nodes(_gpu_health_session)
+    return _gpu_health_session
 
 
 def _reset_nodes(cluster: Any) -> None:

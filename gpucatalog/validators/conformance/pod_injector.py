@@ -225,7 +225,8 @@ class PodInjector:
     def _run(self, node: str, extra_args: list[str], what: str) -> tuple[int, str]:
         """Run one injector pod to its end: (exit code, output). A pod removed before it reported
         (a drain evicts a pod still Pending whatever its PodDisruptionBudget says, and such a pod
-        may already have run) is tried again: injections carry an id and clears are idempotent,
+        may already have run) or killed by its removal before it finished (the budget's status can
+        lag a pod just created) is tried again: injections carry an id and clears are idempotent,
         so a retry never writes a second fault."""
         for attempt in range(1, ATTEMPTS + 1):
             try:
@@ -250,8 +251,10 @@ class PodInjector:
             term, deleted = self._wait_terminated(ns, name, str(created["metadata"]["resourceVersion"]), node)
             rc = int(term.get("exitCode", -1))
             if deleted and rc != 0:
-                raise base.CaseFailed(f"the fault injector pod on {node} was deleted (a drain of the node?) before it "
-                                      f"finished: exit {rc} {term.get('reason') or ''}".rstrip())
+                # killed mid-run by a drain, most often one for the very fault it had just written:
+                # a retry with the same injection id finds that line, or writes it
+                raise _GoneBeforeReport(f"the fault injector pod on {node} was deleted (a drain of the node?) before "
+                                        f"it finished: exit {rc} {term.get('reason') or ''}".rstrip())
             # a pod removed once it had finished (a drain for the very fault it wrote) took its log along
             out = ("" if deleted else self._output(ns, name)) or str(term.get("message") or "")
             self.runs.append({"node": node, "pod": name, "args": body["spec"]["containers"][0]["args"],

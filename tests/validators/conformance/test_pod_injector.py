@@ -169,8 +169,8 @@ def _injector_in(kubeconfig: Path, render_chart: Callable[..., list[dict[str, An
 @pytest.mark.parametrize("status, says", [
     # it wrote the fault, then the drain that fault caused removed it: the injection happened
     (_terminated(0, ""), None),
-    # killed mid-run by the drain: the injection did not finish
-    (_terminated(143, ""), "was deleted (a drain of the node?) before it finished: exit 143"),
+    # killed mid-run by the drain, on every try: the injection never finished
+    (_terminated(143, ""), "was deleted (a drain of the node?) before it finished: exit 143 (3 pods in a row)"),
     # removed before its container ever ran (a pod still Pending is evicted despite the PDB), on
     # every try
     (None, "was deleted before it ran (a drain of the node?); last seen: {\"phase\": \"Pending\", \"reason\": null} "
@@ -196,9 +196,11 @@ def test_a_pod_removed_by_a_drain_is_judged_by_its_last_status(
         inj.close()
 
 
-def _kubelet_behind_a_drain(kubeconfig: Path, ns: str, seen: list[dict[str, Any]], stop: threading.Event) -> None:
-    """The first injector pod is evicted while still Pending (no status: it may or may not have
-    run); every later one runs to completion."""
+def _kubelet_behind_a_drain(kubeconfig: Path, ns: str, first: dict[str, Any] | None, seen: list[dict[str, Any]],
+                            stop: threading.Event) -> None:
+    """The first injector pod is removed by a drain: evicted while still Pending (``first`` None:
+    no status, it may or may not have run) or killed mid-run (``first``: the terminal status its
+    kubelet wrote); every later one runs to completion."""
     kube = kube_client.Kube(kubeconfig)
     while not stop.is_set():
         for p in kube.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]:
@@ -207,6 +209,11 @@ def _kubelet_behind_a_drain(kubeconfig: Path, ns: str, seen: list[dict[str, Any]
                 continue
             seen.append(p)
             if len(seen) == 1:
+                if first is not None:
+                    p = kube.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                      "gracePeriodSeconds": 30}, ok404=True)
+                    p["status"] = first
+                    kube.request("PUT", f"{path}/status", p, ok404=True)
                 kube.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
                              ok404=True)
             else:
@@ -215,12 +222,14 @@ def _kubelet_behind_a_drain(kubeconfig: Path, ns: str, seen: list[dict[str, Any]
         stop.wait(0.05)
 
 
-def test_a_pod_evicted_while_pending_is_tried_again_with_the_same_injection_id(
-        kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]]) -> None:
+@pytest.mark.parametrize("first", [None, _terminated(143, "")], ids=["evicted-while-pending", "killed-mid-run"])
+def test_a_pod_removed_by_a_drain_is_tried_again_with_the_same_injection_id(
+        kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]], first: dict[str, Any] | None) -> None:
     inj = _injector_in(kubeconfig, render_chart, "inj-retry")
     seen: list[dict[str, Any]] = []
     stop = threading.Event()
-    t = threading.Thread(target=_kubelet_behind_a_drain, args=(kubeconfig, "inj-retry", seen, stop), daemon=True)
+    t = threading.Thread(target=_kubelet_behind_a_drain, args=(kubeconfig, "inj-retry", first, seen, stop),
+                         daemon=True)
     t.start()
     try:
         assert "NVRM: Xid (PCI:0000:3a:00): 79" in inj.inject_fault("node-a", "xid", code=79, gpu=2)
@@ -229,7 +238,7 @@ def test_a_pod_evicted_while_pending_is_tried_again_with_the_same_injection_id(
         t.join(5)
         inj.close()
     assert len(seen) == 2
-    first, second = (p["spec"]["containers"][0]["args"] for p in seen)
-    assert first == second and first[-2] == "--injection" and re.fullmatch(r"[0-9a-f]{8}", first[-1])
+    first_args, second_args = (p["spec"]["containers"][0]["args"] for p in seen)
+    assert first_args == second_args and first_args[-2] == "--injection" and re.fullmatch(r"[0-9a-f]{8}", first_args[-1])
     assert [r.get("removedBeforeItReported", "") != "" for r in inj.runs] == [True, False]
     assert inj.runs[-1]["exitCode"] == 0

@@ -1,0 +1,58 @@
+"""``catalog toolchain ensure`` (make setup): which groups it builds, how many at once, and where a
+multi-tool group's binaries come from. No Go build here: the builder is replaced by a recorder."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpucatalog.toolchain import build
+
+# taken at import: the unit tests' toolchain guard replaces the module's attributes per test
+ENSURE_ALL = build.ensure_all
+
+
+def test_kind_alone_is_built_on_demand() -> None:
+    assert [g.name for g in build.load_manifest().values() if g.on_demand] == ["kind"]
+
+
+@pytest.mark.parametrize("pkg, name", [
+    ("k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver"),
+    ("go.etcd.io/etcd/server/v3", "server"),
+    ("sigs.k8s.io/kind", "kind"),
+    ("helm.sh/helm/v4/cmd/helm", "helm"),
+])
+def test_the_binary_go_build_writes_for_a_package(pkg: str, name: str) -> None:
+    assert build._default_binary_name(pkg) == name
+
+
+def test_missing_groups_build_side_by_side_and_on_demand_ones_not_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: set[str] = set()
+    running, most = 0, 0
+    lock = threading.Lock()
+
+    def fake_ensure(tool: str, progress: object = None, version: str | None = None) -> Path:
+        nonlocal running, most
+        with lock:
+            fresh = tool not in built
+            running += fresh
+            most = max(most, running)
+        if fresh:
+            time.sleep(0.05)
+            with lock:
+                built.add(tool)
+                running -= 1
+        return Path("/cache") / tool
+
+    monkeypatch.setattr(build, "cached", lambda tool, version=None: Path(tool) if tool == "helm" else None)
+    monkeypatch.setattr(build, "ensure", fake_ensure)
+    said: list[str] = []
+    paths = ENSURE_ALL(said.append, jobs=2)
+    assert "kind" not in paths and "kind" not in built
+    assert {"helm", "kube-apiserver", "kubectl", "etcd", "kwok", "kueue"} <= set(paths)
+    assert "helm" not in said[0]  # cached: not rebuilt
+    assert most == 2
+    assert any(m.startswith("kwok v0.8.0 ready in") for m in said)
