@@ -145,8 +145,13 @@ def slices(kube: kube_client.Kube) -> list[dict[str, Any]]:
 
 @contextmanager
 def space(kube: kube_client.Kube, ctx: base.SuiteContext, suite: str) -> Iterator[Space]:
-    """A fresh namespace for one case, deleted afterwards (its pods and claims with it) and waited
-    for, so that the next case finds every share it held free again."""
+    """A fresh namespace for one case, deleted afterwards.
+
+    What the next case needs is every share this one held free again: its pods and claims are
+    deleted and waited for (a second or two). The namespace itself waits out the namespace
+    controller's fixed 5 s grace period before its content is even looked at, so it is left to
+    go while the next case runs; :func:`await_namespaces_gone` waits for them all once, at the
+    suite's end."""
     ns = f"{ctx.namespace_prefix}-dra-{secrets.token_hex(3)}"
     kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns, "labels": {base.SUITE_LABEL: suite}}})
     deadline = time.monotonic() + 10
@@ -156,6 +161,33 @@ def space(kube: kube_client.Kube, ctx: base.SuiteContext, suite: str) -> Iterato
     try:
         yield Space(kube, ns, ctx)
     finally:
+        # pods first: a claim a pod still reserves is only released once that pod is gone
+        kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods",
+                     {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}, ok404=True)
+        kube.request("DELETE", f"{RESOURCE}/namespaces/{ns}/resourceclaims", ok404=True)
         kube.request("DELETE", f"/api/v1/namespaces/{ns}", ok404=True)
-        base.wait_for(f"namespace {ns} and its claims deleted",
-                      lambda: not kube.request("GET", f"/api/v1/namespaces/{ns}", ok404=True), ctx.scaled(90), 0.5)
+
+        def freed() -> bool:
+            return not (kube.request("GET", f"/api/v1/namespaces/{ns}/pods", ok404=True).get("items")
+                        or kube.request("GET", f"{RESOURCE}/namespaces/{ns}/resourceclaims", ok404=True).get("items"))
+
+        base.wait_for(f"the pods and claims of namespace {ns} deleted", freed, ctx.scaled(90), 0.2)
+
+
+def await_namespaces_gone(kube: kube_client.Kube, ctx: base.SuiteContext, suite: str,
+                          result: base.SuiteResult) -> None:
+    """Wait for every namespace the suite's cases made to be gone; one still there after the
+    wait fails the last case that ran, naming it (the suite leaves nothing behind)."""
+    selector = {"labelSelector": f"{base.SUITE_LABEL}={suite}"}
+
+    def left() -> list[str]:
+        items = kube.request("GET", "/api/v1/namespaces", query=selector)["items"]
+        return [n["metadata"]["name"] for n in items if n["metadata"]["name"].startswith(f"{ctx.namespace_prefix}-dra-")]
+
+    try:
+        base.wait_for(f"the namespaces of {suite}'s cases deleted", lambda: not left(), ctx.scaled(90), 0.5)
+    except base.WaitTimeout as exc:
+        ran = [c for c in result.cases if c.result != "skipped"]
+        if ran:
+            ran[-1].result = "failed"
+            ran[-1].reason = "; ".join(r for r in (ran[-1].reason, f"after the suite: {exc} ({', '.join(left())})") if r)

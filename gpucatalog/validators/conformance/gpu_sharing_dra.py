@@ -306,7 +306,9 @@ CASES: list[tuple[str, base.Case]] = [
 
 
 def run(ctx: base.SuiteContext) -> base.SuiteResult:
-    return base.run_with_preflight(NAME, ctx, preflight, [*CASES, ("bad_claims_named", dra_bad_claims.case)])
+    result = base.run_with_preflight(NAME, ctx, preflight, [*CASES, ("bad_claims_named", dra_bad_claims.case)])
+    ws.await_namespaces_gone(_kube(ctx), ctx, NAME, result)
+    return result
 
 
 # the case names as evidence records them (read by the AI-conformance mapping's validation)

@@ -22,7 +22,7 @@ from gpucatalog.clusters.sim import dra, drapublisher, nodefs
 from gpucatalog.clusters.sim.cluster import SimCluster
 from gpucatalog.core import executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.conformance import base, dra_bad_claims
+from gpucatalog.validators.conformance import base, dra_bad_claims, kube_client
 from gpucatalog.validators.conformance import gpu_sharing_dra as suite
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -185,3 +185,28 @@ def test_publisher_process_killed_leaves_its_slices_and_cases_still_run(cluster:
     r = _run(suite.two_halves_share_one_gpu, ctx)  # the allocation runs without the publisher
     assert r.result == "passed", r.reason
     assert "published pool" in (tmp_path / "publisher.log").read_text()
+
+
+def test_a_case_namespace_that_never_goes_fails_the_last_case(cluster: SimCluster) -> None:
+    """A case's namespace goes while the next case runs; the suite waits for them all at its end,
+    and one held by a finalizer fails the last case that ran, naming it."""
+    kube = kube_client.Kube(cluster.kubeconfig())
+    ctx = base.SuiteContext(kubeconfig=cluster.kubeconfig(), params={}, timeout_scale=0.1)
+    held: list[str] = []
+
+    def case(_ctx: base.SuiteContext, _res: base.CaseResult) -> None:
+        with suite.ws.space(kube, ctx, "dra-ns-test") as sp:
+            held.append(sp.ns)
+            kube.request("PATCH", f"/api/v1/namespaces/{sp.ns}", {"metadata": {"finalizers": ["gpu-catalog.dev/test-hold"]}},
+                         content_type="application/merge-patch+json")
+
+    result = base.run_cases("dra-ns-test", ctx, [("first", case), ("second", lambda _c, _r: None)])
+    try:
+        assert [c.result for c in result.cases] == ["passed", "passed"]
+        suite.ws.await_namespaces_gone(kube, ctx, "dra-ns-test", result)
+        assert result.cases[1].result == "failed"
+        assert "after the suite: timed out" in result.cases[1].reason and held[0] in result.cases[1].reason
+    finally:
+        kube.request("PATCH", f"/api/v1/namespaces/{held[0]}", {"metadata": {"finalizers": None}},
+                     content_type="application/merge-patch+json")
+    suite.ws.await_namespaces_gone(kube, ctx, "dra-ns-test", result)  # gone once released: nothing more fails
