@@ -40,12 +40,15 @@ TOOLCHAIN_FIXTURES = {"helm", "render_chart", "render_error", "kubeconfig"}
 # `make test` runs the tests on several pytest-xdist workers (--dist loadgroup). A test file is
 # one group, so its module fixtures (a cluster, an API server) start once; the files sharing one
 # of these session-wide clusters form one group, so that cluster starts once per run, not once per
-# worker.
+# worker. Groups run one after another (tests are reordered so, serially too), and a shared
+# cluster is stopped once its group's last test is done: an idle cluster still costs CPU (node
+# heartbeats, gpu-health's agents) that the other workers' tests need.
 SHARED_CLUSTERS = {
     "sim_cluster": "sim-cluster", "sim_kubeconfig": "sim-cluster", "k8s_client": "sim-cluster",
     "sim_namespace": "sim-cluster",
     "_gpu_health_session": "gpu-health-cluster",
     "live_cluster": "slurm-cluster",
+    "kubeconfig": "api-server",  # the conformance tests' bare API server
 }
 
 
@@ -55,11 +58,42 @@ def xdist_group(item: pytest.Item) -> str:
     return next((g for f, g in SHARED_CLUSTERS.items() if f in names), item.nodeid.split("::", 1)[0])
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups off the items
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
         if TOOLCHAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.toolchain)
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+        group = xdist_group(item)
+        first.setdefault(group, i)
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda it: first[xdist_group(it)])  # stable: file order within a group
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's worker has tagged each item with its group
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if getattr(session.config.option, "loadgroup", False) and session.items and "@" not in session.items[0].nodeid:
+        raise pytest.UsageError("pytest-xdist did not apply the test groups (--dist loadgroup): each worker "
+                                "would start every shared cluster; install the pytest of pyproject.toml's dev extra")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last test of a shared cluster's group on this worker, stop that cluster (its
+    session fixture is finished early; a later user would simply start it again)."""
+    group = xdist_group(item)
+    if nextitem is not None and xdist_group(nextitem) == group:
+        return
+    info = getattr(item, "_fixtureinfo", None)
+    request = getattr(item, "_request", None)
+    if info is None or request is None:
+        return
+    for name, shared in SHARED_CLUSTERS.items():
+        if shared != group:
+            continue
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            if fixturedef.scope == "session" and fixturedef.cached_result is not None:
+                fixturedef.finish(request)
 
 
 @pytest.fixture(autouse=True)
