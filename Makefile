@@ -42,7 +42,7 @@ $(SCAN_VENV)/.installed-$(CHECKOV_VERSION):
 # Test workers (pytest-xdist): most integration time is spent waiting on controllers, not CPU, so
 # a 2-core machine runs more workers than cores. Tests sharing a cluster stay on one worker
 # (tests/conftest.py, xdist_group).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 ## test: setup, lint, policy scan, then every test (unit and integration; needs root) on TEST_WORKERS workers, the slowest listed at the end
 test: setup lint scan

@@ -53,21 +53,40 @@ SHARED_CLUSTERS = {
 
 
 def xdist_group(item: pytest.Item) -> str:
-    """The worker group of ``item``: the shared cluster it uses, else its file."""
+    """The worker group of ``item``: the shared cluster it uses, else its file when the file's
+    tests share a module fixture, else the test alone (a test that starts its own cluster)."""
     names = set(getattr(item, "fixturenames", ()))
-    return next((g for f, g in SHARED_CLUSTERS.items() if f in names), item.nodeid.split("::", 1)[0])
+    shared = next((g for f, g in SHARED_CLUSTERS.items() if f in names), None)
+    if shared is not None:
+        return shared
+    path, _, rest = item.nodeid.partition("::")
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    if any(d[-1].scope in ("module", "package", "class") for d in defs if d):
+        return path
+    return f"{path}::{rest}".replace("@", "_")  # xdist splits a group off the node id at its last '@'
+
+
+def _timeout(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("timeout")
+    return float(mark.args[0]) if mark is not None and mark.args else 0.0
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups off the items
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     first: dict[str, int] = {}
+    longest: dict[str, float] = {}
     for i, item in enumerate(items):
         if TOOLCHAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.toolchain)
         group = xdist_group(item)
         first.setdefault(group, i)
+        longest[group] = max(longest.get(group, 0.0), _timeout(item))
         item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda it: first[xdist_group(it)])  # stable: file order within a group
+    # the groups allowed the longest time first (a test's timeout marker says how long it may run):
+    # a worker that takes a long one last leaves the others idle while it runs; stable, so the file
+    # order holds within a group
+    items.sort(key=lambda it: (-longest[xdist_group(it)], first[xdist_group(it)]))
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's worker has tagged each item with its group

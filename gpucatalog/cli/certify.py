@@ -43,6 +43,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ready-timeout", type=int, default=180,
                    help="seconds to wait for the cluster to be ready, and then for each component's readiness gate "
                         "after its install (default 180)")
+    p.add_argument("--install-timeout", type=int, default=300,
+                   help="seconds Helm waits for each release it installs or upgrades (default 300)")
     p.add_argument("--image-map", type=Path, metavar="FILE",
                    help="sim only: an image-map overlay mapping images to executables on this host (bring your own "
                         "binaries, e.g. KAI's; see docs/kai.md); default $GPU_CATALOG_IMAGE_MAP")
@@ -79,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         cluster_name=args.cluster_name,
         keep_cluster=args.keep_cluster,
         ready_timeout_s=args.ready_timeout,
+        install_timeout_s=args.install_timeout,
         image_map=args.image_map,
         inject_faults=args.inject_faults,
         kubernetes=args.kubernetes,

@@ -196,6 +196,7 @@ class _Run:
     ready_timeout_s: int
     wait_s: float
     figures: dict[str, Any]
+    install_timeout_s: int = 300
 
     def _pods(self, namespaces: list[str]) -> dict[str, str]:
         out = {}
@@ -206,7 +207,7 @@ class _Run:
 
     def _apply(self, label: str, frm: render.RenderedBundle, to: render.RenderedBundle) -> dict[str, Any]:
         crds = install.apply_crds(to, self.kubeconfig, self.say)
-        install.install(to, self.kubeconfig, timeout_s=300, progress=self.say, gates=True,
+        install.install(to, self.kubeconfig, timeout_s=self.install_timeout_s, progress=self.say, gates=True,
                         ready_timeout_s=self.ready_timeout_s, description=f"gpu-catalog: {label} from {frm.ref}")
         services: list[str] = []
         if isinstance(self.prov, providers.UpdatesServices):
@@ -299,7 +300,7 @@ def run_on_cluster(old: render.RenderedBundle, new: render.RenderedBundle, kubec
         return [base.SuiteResult("upgrade", [base.CaseResult("workload-started-on-old", "failed", str(exc))], 0.0, t0)]
     # Slurm cannot admit the pending job while the old work holds its nodes; Kueue should, with 0.2.0's room
     wait_s = 20.0 if stack_of(old) == "slurm" else 120.0
-    r = _Run(kube, kubeconfig, prov, work, prober, say, opts.ready_timeout_s, wait_s, figures)
+    r = _Run(kube, kubeconfig, prov, work, prober, say, opts.ready_timeout_s, wait_s, figures, opts.install_timeout_s)
     try:
         def start(res: base.CaseResult) -> None:
             prober.create_queue()

@@ -85,7 +85,9 @@ def test_crashing_controller_fails_the_upgrade_and_rollback_restores_old(
                   value: --flag-this-release-broke
 """)
     rc, out = _run(tmp_path, capsys, "--catalog-dir", str(repo_copy), "certify", "gpu-queueing@0.3.0",
-                   "--upgrade-from", "0.1.0", "--rollback", "--suite", "gang", "--ready-timeout", "120")
+                   "--upgrade-from", "0.1.0", "--rollback", "--suite", "gang", "--ready-timeout", "120",
+                   # the broken manager never gets ready: Helm's wait for it is what ends the upgrade
+                   "--install-timeout", "120")
     assert rc == 1 and out["result"] == "failed"
     cases = {c["name"]: c for s in out["suites"] if s["name"] == "upgrade" for c in s["cases"]}
     helm = cases["upgrade-helm"]

@@ -170,7 +170,7 @@ def _injector_in(kubeconfig: Path, render_chart: Callable[..., list[dict[str, An
     # it wrote the fault, then the drain that fault caused removed it: the injection happened
     (_terminated(0, ""), None),
     # killed mid-run by the drain, on every try: the injection never finished
-    (_terminated(143, ""), "was deleted (a drain of the node?) before it finished: exit 143 (3 pods in a row)"),
+    (_terminated(143, ""), "was deleted (a drain of the node?) before it finished: exit 143 Error (3 pods in a row)"),
     # removed before its container ever ran (a pod still Pending is evicted despite the PDB), on
     # every try
     (None, "was deleted before it ran (a drain of the node?); last seen: {\"phase\": \"Pending\", \"reason\": null} "
