@@ -40,8 +40,8 @@ $(SCAN_VENV)/.installed-$(CHECKOV_VERSION):
 	touch $@
 
 # Test workers (pytest-xdist): most integration time is spent waiting on controllers, not CPU, so
-# a 2-core machine runs more workers than cores. Tests sharing a cluster stay on one worker
-# (tests/conftest.py, xdist_group).
+# a 2-core machine runs more workers than cores. Tests sharing a cluster stay on one worker, the
+# longest start first, and a shared cluster stops after its last test (tests/conftest.py).
 TEST_WORKERS ?= 4
 
 ## test: setup, lint, policy scan, then every test (unit and integration; needs root) on TEST_WORKERS workers, the slowest listed at the end

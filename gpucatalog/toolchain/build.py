@@ -225,7 +225,9 @@ def build_group(g: Group, progress: Callable[[str], None] | None = None) -> floa
     built.rmdir()
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)  # all tools of the group appear at once, never half a group
-    return time.monotonic() - start
+    seconds = time.monotonic() - start
+    say(f"built {', '.join(g.tools)} {g.version} in {seconds:.0f} s")
+    return seconds
 
 
 def ensure(tool: str, progress: Callable[[str], None] | None = None, version: str | None = None) -> Path:
@@ -248,23 +250,14 @@ def ensure(tool: str, progress: Callable[[str], None] | None = None, version: st
 def ensure_all(progress: Callable[[str], None] | None = None, jobs: int = 2) -> dict[str, Path]:
     """Every tool of every group except the on-demand ones, building up to ``jobs`` missing groups
     at once (their module downloads and links overlap the others' compiles; the Go build cache is
-    shared, so a package two groups need is compiled once). Says how long each build took."""
-    say = progress or (lambda _m: None)
+    shared, so a package two groups need is compiled once)."""
     groups = [g for g in load_manifest().values() if not g.on_demand]
-    missing = [g for g in groups if any(cached(t) is None for t in g.tools)]
-    if missing:
-        say(f"building {len(missing)} pinned tool group(s), {jobs} at a time: {', '.join(g.name for g in missing)}")
-
-    def one(g: Group) -> None:
-        t0 = time.monotonic()
-        for tool in g.tools:
-            ensure(tool, say)
-        say(f"{g.name} {g.version} ready in {time.monotonic() - t0:.0f} s")
-
+    paths: dict[str, Path] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for fut in [pool.submit(one, g) for g in missing]:
-            fut.result()  # the first failure is raised; the other builds still finish (the pool waits)
-    return {tool: ensure(tool, say) for g in groups for tool in g.tools}
+        # the first failure is raised; the other builds still finish (the pool waits for them)
+        for found in pool.map(lambda g: {tool: ensure(tool, progress) for tool in g.tools}, groups):
+            paths.update(found)
+    return paths
 
 
 def module_dir(module: str, version: str) -> Path:

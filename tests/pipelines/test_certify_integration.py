@@ -2,6 +2,7 @@
 
 Real parts: helm renders and installs, the API server and controllers run, gpu-health's agent and
 controller run as processes, faults are read by the real parsers, evidence is signed with Ed25519.
+Each test owns its cluster: `catalog certify` starts and stops it, and that is part of what is tested.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 manager runs live under the sim kubelet, the team queues go through its webhooks, and every suite
 of the bundle passes (the queueing contract's, fault remediation through gpu-health, and DRA GPU
 sharing allocated by kube-scheduler); the evidence says Kueue ran live and at which version, and
-that the DRA driver's kubelet plugin was the sim's stand-in."""
+that the DRA driver's kubelet plugin was the sim's stand-in. The test owns its cluster: the main job
+starts and stops it, and that is part of what is tested."""
 
 from __future__ import annotations
 

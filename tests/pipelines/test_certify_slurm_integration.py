@@ -1,7 +1,8 @@
 """`catalog certify slurm --cluster sim` end to end: sim cluster (2 x h100, 1 x h200), a real Slurm
 cluster whose nodes carry the Kubernetes node names, the bundle installed through real helm,
 gpu-health's controller (a real process run by the sim kubelet) draining the Slurm node of the
-node it quarantines, every case of the `slurm` suite, signed evidence — and nothing left behind."""
+node it quarantines, every case of the `slurm` suite, signed evidence — and nothing left behind. The test owns its
+cluster: certify starts it, and what teardown leaves is checked."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """One live matrix cell: gpu-queueing on the default Kubernetes release, certified on a real sim
-cluster, read back from its signed evidence; a second matrix run reuses it without a cluster."""
+cluster, read back from its signed evidence; a second matrix run reuses it without a cluster.
+The test owns its cluster: a matrix cell starts one at its Kubernetes release."""
 
 from __future__ import annotations
 

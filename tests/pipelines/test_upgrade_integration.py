@@ -1,7 +1,8 @@
 """Upgrade certification on the sim cluster (Kueue live; Slurm live): 0.1.0 -> 0.2.0 keeps every running
 Job, gang and queue object and admits the pending Job (evidence records both digests and the
 figures); a 0.3.0 that renames a department's Cohort fails, naming it; a 0.3.0 whose Kueue manager
-crashes at start fails the upgrade naming that controller, and --rollback still restores 0.1.0."""
+crashes at start fails the upgrade naming that controller, and --rollback still restores 0.1.0.
+Each test owns its cluster: an upgrade installs OLD on a cluster of its own and leaves it changed."""
 
 from __future__ import annotations
 
