@@ -1,7 +1,8 @@
 """The ``catalog`` command: argument parsing and the one top-level error handler.
 
 Each sub-command lives in its own module of this package and exposes ``register(subparsers)``.
-Exit codes: 0 success, 1 a check failed, 2 bad input or usage.
+Exit codes: 0 success, 1 a check failed, 2 bad input or usage; 128 + the signal when stopped by
+SIGINT, SIGTERM or SIGHUP (each unwinds the same way, so a started cluster is torn down).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import faulthandler
 import importlib
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
 from gpucatalog.core import errors, executor
 
@@ -59,6 +63,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C would be: CI cancellation and a closed terminal stop a
+    command as Ctrl-C does, through every ``finally`` that tears down what it started."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop(signum: int, _frame: FrameType | None) -> None:
+    raise _Stopped(signum)
+
+
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``_Stopped`` while a command runs (main thread only; the previous
+    handlers come back afterwards, so a caller such as a test runner keeps its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     # A command that seems hung can be asked where it is: `kill -USR1 PID` writes every
@@ -75,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help()
             return 2
-        rc: int = args.func(args)
+        with _stop_signals():
+            rc: int = args.func(args)
         return rc
     except errors.CatalogError as err:
         if debug:
@@ -85,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for f in err.findings:
                 print(f"  {f}", file=sys.stderr)
         return err.exit_code
+    except _Stopped as stopped:
+        print(f"stopped by {signal.Signals(stopped.signum).name}", file=sys.stderr)
+        return 128 + stopped.signum
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -228,8 +228,10 @@ def _cache_with_idle_kwok(root: Path) -> Path:
 
 
 @pytest.mark.timeout(600)
-def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C while ``up`` waits for its nodes. Deterministic on a busy machine: kwok is an idle
+@pytest.mark.parametrize("sig, rc", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+                         ids=["ctrl-c", "sigterm", "sighup"])
+def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int, rc: int) -> None:
+    """Ctrl-C (and SIGTERM, as CI cancellation sends, and SIGHUP) while ``up`` waits for its nodes. Deterministic on a busy machine: kwok is an idle
     stand-in, so no node ever becomes Ready and ``up`` waits until interrupted (a frozen real
     kwok was not enough: under load the test read "creating 50 …" after kwok had readied every
     node and ``up`` had exited 0). The interrupt is sent on that line; the cluster is torn down
@@ -259,7 +261,7 @@ def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.
             time.sleep(0.05)
         recs = procs.read_all(c.layout.pids)
         assert {r.name for r in recs} >= {"supervisor", "kube-apiserver", "kwok"}, recs
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         t0 = time.monotonic()
         try:
             proc.wait(timeout=300)
@@ -269,7 +271,7 @@ def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.
             log = c.layout.logs / "supervisor.log"
             tail = log.read_text()[-2000:] if log.is_file() else "(no supervisor log)"
             pytest.fail(f"up did not exit within 300 s of Ctrl-C: {out.read_text()}\nsupervisor log: {tail}")
-        assert proc.returncode == 130, out.read_text()
+        assert proc.returncode == rc, out.read_text()
         assert not any(r.alive() for r in recs), f"alive {time.monotonic() - t0:.1f}s after Ctrl-C"
         # nothing else that names the cluster's folder either (a process up started but never recorded)
         left = [pid.name for pid in Path("/proc").iterdir() if pid.name.isdigit()
