@@ -9,12 +9,14 @@ waits until they are Ready; any failure or Ctrl-C on the way tears everything do
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,18 +103,19 @@ class SimCluster(
         if restart not in RESTART_POLICIES:
             raise errors.InputError(f"unknown restart policy {restart!r}", field="restart",
                                     expected=", ".join(RESTART_POLICIES))
-        if self.running():
-            raise errors.ConflictError(f"cluster {self.name!r} is already running",
-                                       field="--name", expected="another name, or `catalog cluster down` first")
-        if api_port is not None:
-            ports.require_free(api_port, "--api-port")
-        self._cleanup_stale()
-        try:
-            return self._up(nodes, node_shape, restart, api_port, heartbeat_s, timeout, say, overlay, release)
-        except BaseException:
-            # failed start or Ctrl-C: leave no process and no state behind
-            self._teardown()
-            raise
+        with _starting(self.name):
+            if self.running():
+                raise errors.ConflictError(f"cluster {self.name!r} is already running",
+                                           field="--name", expected="another name, or `catalog cluster down` first")
+            if api_port is not None:
+                ports.require_free(api_port, "--api-port")
+            self._cleanup_stale()
+            try:
+                return self._up(nodes, node_shape, restart, api_port, heartbeat_s, timeout, say, overlay, release)
+            except BaseException:
+                # failed start or Ctrl-C: leave no process and no state behind
+                self._teardown()
+                raise
 
     def _up(self, count: int, shape: shapes.Shape, restart: str, api_port: int | None, heartbeat_s: float, timeout: float,
             say: Progress, overlay: list[imagemap.MappedBinary], release: str | None = None) -> Path:
@@ -398,6 +401,26 @@ class SimCluster(
             if slot not in used:
                 return slot
         raise errors.ConflictError("too many sim clusters", expected="at most 240 at once")
+
+
+@contextmanager
+def _starting(name: str) -> Iterator[None]:
+    """One start per cluster name at a time: a second ``up`` of a name being started is refused
+    (exit 2) before it looks at, cleans or starts anything (two starts each took the other's
+    state for stale and removed it, orphaning both control planes). The lock lives beside the
+    clusters' folders, since a failed start removes its own."""
+    path = clusters_root().with_name("cluster-locks") / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise errors.ConflictError(f"cluster {name!r} is being started by another process", field="--name",
+                                       expected="another name, or wait for that start to end") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def list_clusters() -> list[str]:
