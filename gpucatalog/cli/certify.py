@@ -88,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
         outside_range=args.outside_range,
     )
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    if args.upgrade_from is not None and not args.upgrade_from.strip():
+        # an empty value (an unset CI variable) must not quietly become a plain certification
+        raise errors.InputError("the value is empty", field="--upgrade-from",
+                                expected="a version of the bundle or a channel name")
     if args.rollback and not args.upgrade_from:
         raise errors.InputError("--rollback needs --upgrade-from", field="--rollback", expected="--upgrade-from VERSION")
     if args.upgrade_from:

@@ -44,6 +44,10 @@ def test_old_that_is_no_version_or_channel_and_rollback_alone(repo_copy: Path, c
     assert "0.1.0, 0.2.0, 0.3.0" in err and "stable" in err and "--upgrade-from" in err
     assert certify(repo_copy, "--rollback") == 2
     assert "--rollback needs --upgrade-from" in capsys.readouterr().err
+    # an empty value (an unset CI variable) is refused, never a plain certification
+    for empty in ("", " "):
+        assert certify(repo_copy, "--upgrade-from", empty) == 2
+        assert "error: --upgrade-from: the value is empty" in capsys.readouterr().err
 
 
 def test_crd_dropping_a_field_in_use_is_bad_input(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
