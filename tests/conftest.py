@@ -37,12 +37,12 @@ TOOLCHAIN_MARKERS = ("toolchain", "integration", "slurm", "registry", "kind")
 TOOLCHAIN_FIXTURES = {"helm", "render_chart", "render_error", "kubeconfig"}
 
 
-# `make test` runs the tests on several pytest-xdist workers (--dist loadgroup). A test file is
-# one group, so its module fixtures (a cluster, an API server) start once; the files sharing one
-# of these session-wide clusters form one group, so that cluster starts once per run, not once per
-# worker. Groups run one after another (tests are reordered so, serially too), and a shared
-# cluster is stopped once its group's last test is done: an idle cluster still costs CPU (node
-# heartbeats, gpu-health's agents) that the other workers' tests need.
+# `make test` runs the tests on several pytest-xdist workers (--dist loadgroup). The tests sharing
+# one of these session-wide clusters form one group, so that cluster starts once per run, not once
+# per worker; a file whose tests share a module fixture is one group; any other test is its own.
+# Groups run one after another (tests are reordered so, serially too), and a shared cluster is
+# stopped once its group's last test is done: an idle cluster still costs CPU (node heartbeats,
+# gpu-health's agents) that the other workers' tests need.
 SHARED_CLUSTERS = {
     "sim_cluster": "sim-cluster", "sim_kubeconfig": "sim-cluster", "k8s_client": "sim-cluster",
     "sim_namespace": "sim-cluster",
@@ -86,7 +86,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # the groups allowed the longest time first (a test's timeout marker says how long it may run):
     # a worker that takes a long one last leaves the others idle while it runs; stable, so the file
     # order holds within a group
-    items.sort(key=lambda it: (-longest[xdist_group(it)], first[xdist_group(it)]))
+    items.sort(key=lambda it: (-longest[_group_of(it)], first[_group_of(it)]))
+
+
+def _group_of(item: pytest.Item) -> str:
+    """The group collection gave ``item`` (its ``xdist_group`` marker)."""
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0]) if mark is not None and mark.args else xdist_group(item)
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's worker has tagged each item with its group
@@ -100,8 +106,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """After the last test of a shared cluster's group on this worker, stop that cluster (its
     session fixture is finished early; a later user would simply start it again)."""
-    group = xdist_group(item)
-    if nextitem is not None and xdist_group(nextitem) == group:
+    group = _group_of(item)
+    if nextitem is not None and _group_of(nextitem) == group:
         return
     info = getattr(item, "_fixtureinfo", None)
     request = getattr(item, "_request", None)
