@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 
-from gpucatalog.core import errors, executor
+from gpucatalog.core import cachedir, errors, executor
 
 # Modules of this package that contribute sub-commands, in --help order.
 COMMAND_MODULES = (
@@ -118,6 +118,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             for f in err.findings:
                 print(f"  {f}", file=sys.stderr)
         return err.exit_code
+    except OSError as exc:
+        # only a cache folder that cannot be written is bad input; any other OSError is a bug
+        unusable = cachedir.unusable(exc)
+        if unusable is None or debug:
+            raise
+        print(f"error: {unusable}", file=sys.stderr)
+        return unusable.exit_code
     except _Stopped as stopped:
         print(f"stopped by {signal.Signals(stopped.signum).name}", file=sys.stderr)
         return 128 + stopped.signum

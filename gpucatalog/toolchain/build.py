@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.core import errors, executor
+from gpucatalog.core import cachedir, errors, executor
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def _staging_version(version: str) -> str:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("GPU_CATALOG_CACHE", Path.home() / ".cache" / "gpu-catalog"))
+    return cachedir.root()
 
 
 def load_manifest() -> dict[str, Group]:
