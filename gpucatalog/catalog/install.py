@@ -58,9 +58,9 @@ def kubeconfig_path(given: Path | None) -> Path:
     return path
 
 
-def target(given: Path | None, timeout_s: float = 10) -> tuple[Path, str]:
+def target(given: Path | None, timeout_s: float = 10, field: str = "--kubeconfig") -> tuple[Path, str]:
     """(kubeconfig, API server URL) of a cluster that answers; InputError (exit 2) naming what is
-    wrong with the kubeconfig otherwise."""
+    wrong with the kubeconfig otherwise (``field``: the option that named it)."""
     import urllib3.exceptions
     import yaml
     from kubernetes import client
@@ -70,24 +70,24 @@ def target(given: Path | None, timeout_s: float = 10) -> tuple[Path, str]:
     path = kubeconfig_path(given)
     if not path.read_bytes().strip():
         raise errors.InputError("kubeconfig is empty; refusing to fall back to localhost:8080", path=str(path),
-                                field="--kubeconfig")
+                                field=field)
     try:
         api = kubeapi.client_for(path, retries=0)
     except (ConfigException, yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
         raise errors.InputError(f"not a usable kubeconfig: {str(exc).splitlines()[0][:200]}", path=str(path),
-                                field="--kubeconfig") from exc
+                                field=field) from exc
     host = str(api.configuration.host or "")
     if not host or host.rstrip("/") in ("http://localhost", "http://localhost:8080"):
         raise errors.InputError(f"kubeconfig names no API server (would use {host or 'nothing'})", path=str(path),
-                                field="--kubeconfig")
+                                field=field)
     try:
         client.VersionApi(api).get_code(_request_timeout=timeout_s)
     except ApiException as exc:
         raise errors.InputError(f"API server {host} refused the kubeconfig's credentials: HTTP {exc.status} {exc.reason}",
-                                path=str(path), field="--kubeconfig") from exc
+                                path=str(path), field=field) from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise errors.InputError(f"API server {host} is unreachable: {str(exc).splitlines()[0][:200]}",
-                                path=str(path), field="--kubeconfig") from exc
+                                path=str(path), field=field) from exc
     return path, host
 
 
