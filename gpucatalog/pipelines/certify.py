@@ -280,10 +280,6 @@ def _on_cluster(
     prov = providers.get(kind, opts.cluster_name, kubeconfig=kubeconfig_path)
     if not prov.available():
         raise errors.InputError(f"cluster provider {kind!r} cannot run here: {providers.unavailable_reason(prov)}", field="--cluster")
-    if kubeconfig_path is not None:
-        # as `catalog install` does: a server that does not answer is bad input now (exit 2),
-        # not a wait of --ready-timeout seconds
-        install.target(kubeconfig_path, field="--cluster")
     # Suites that need faults run on any provider: without an injector (the provider's own, or the
     # pod injector opted into with --inject-faults) their fault cases are not run (incomplete).
     agent = fault_injection.check(rb, prov, opts.inject_faults)
@@ -294,6 +290,10 @@ def _on_cluster(
             raise providers.missing(providers.RunsKubernetesReleases, kind=kind, needed_by="--kubernetes",
                                     field="--kubernetes")
         prov.use_kubernetes(str(release))
+    if kubeconfig_path is not None:
+        # as `catalog install` does: a server that does not answer is bad input (exit 2) now,
+        # after the checks that need no network, not after a wait of --ready-timeout seconds
+        install.target(kubeconfig_path, field="--cluster")
     results: list[base.SuiteResult] = []
     started_cluster = installing = False
     faults = fault_injection.Choice("none")
