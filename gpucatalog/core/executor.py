@@ -10,8 +10,11 @@ With ``--debug`` every command is echoed as ``>>> helm template …`` on stderr.
 from __future__ import annotations
 
 import os
+import selectors
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -109,3 +112,44 @@ def spawn(
             raise errors.ToolError(args, 127, f"executable not found: {exc.filename}") from exc
         except PermissionError as exc:
             raise errors.ToolError(args, 126, f"not executable: {exc.filename}") from exc
+
+
+def probe(argv: Sequence[str | os.PathLike[str]], *, timeout: float, cap: int) -> tuple[int | None, bytes]:
+    """Run an untrusted program briefly (a version question to a user's binary): its own process
+    group, stdin closed, stdout+stderr read up to ``cap`` bytes for at most ``timeout`` seconds,
+    then the whole group killed, so neither a flood of output, a hang nor a child left holding
+    the pipe costs more than that. Returns (exit status, None when it had not exited; output)."""
+    args = [os.fspath(a) for a in argv]
+    if DEBUG:
+        print(">>> " + " ".join(args), file=sys.stderr)
+    try:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    except FileNotFoundError as exc:
+        raise errors.ToolError(args, 127, f"executable not found: {exc.filename}") from exc
+    except PermissionError as exc:
+        raise errors.ToolError(args, 126, f"not executable: {exc.filename}") from exc
+    assert proc.stdout is not None
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            while len(out) < cap and (left := deadline - time.monotonic()) > 0:
+                if not sel.select(min(left, 0.1)):
+                    if proc.poll() is not None:
+                        break  # it exited: a child of it still holding the pipe is not waited for
+                    continue
+                chunk = os.read(proc.stdout.fileno(), min(1 << 16, cap - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        code = proc.poll()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.stdout.close()
+        proc.wait()
+    return code, bytes(out)

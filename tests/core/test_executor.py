@@ -4,6 +4,7 @@ turned into a ToolError that names the command (never an OSError traceback)."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,41 @@ def test_debug_echoes_the_command(capsys: pytest.CaptureFixture[str], monkeypatc
     monkeypatch.setattr(executor, "DEBUG", True)
     executor.run([sys.executable, "-c", "pass"])
     assert capsys.readouterr().err.startswith(f">>> {sys.executable} -c pass")
+
+
+def _gone(pid: int) -> bool:
+    """``pid`` ends within seconds of a SIGKILL (a zombie left for init to reap counts as ended)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"):
+                return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_probe_caps_output_of_a_flood() -> None:
+    t0 = time.monotonic()
+    code, out = executor.probe([sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"],
+                               timeout=20, cap=1000)
+    assert len(out) == 1000 and code is None and time.monotonic() - t0 < 10
+
+
+def test_probe_does_not_wait_for_a_child_holding_stdout_and_kills_it(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child"
+    script = ("import subprocess, sys\n"
+              "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+              f"open({str(pidfile)!r}, 'w').write(str(c.pid))\nprint('v1.2.3', flush=True)\n")
+    t0 = time.monotonic()
+    code, out = executor.probe([sys.executable, "-c", script], timeout=20, cap=1 << 16)
+    assert time.monotonic() - t0 < 10
+    assert code == 0 and out.decode().strip() == "v1.2.3"
+    assert _gone(int(pidfile.read_text()))  # its whole process group was killed
+
+
+def test_probe_time_limit_kills_the_group() -> None:
+    t0 = time.monotonic()
+    code, out = executor.probe([sys.executable, "-c", "import time; time.sleep(300)"], timeout=0.5, cap=100)
+    assert code is None and out == b"" and time.monotonic() - t0 < 5
