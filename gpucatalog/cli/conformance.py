@@ -10,7 +10,7 @@ from pathlib import Path
 from gpucatalog.catalog import render, resolve
 from gpucatalog.cli import common
 from gpucatalog.core import errors
-from gpucatalog.pipelines import ai_conformance, ai_conformance_files, keys, matrix
+from gpucatalog.pipelines import ai_conformance, ai_conformance_files, keys, trust
 from gpucatalog.toolchain import releases
 
 
@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="folder for PRODUCT.yaml, self-assessment.md, junit.xml, logs/ and the signed "
                         "assessment.dsse.json (default out/ai-conformance)")
     p.add_argument("--profile", default="sim", help="profile whose rendering the report is about (default sim)")
-    p.add_argument("--signing-key", type=Path, help="Ed25519 private key (default: the local key)")
+    p.add_argument("--signing-key", type=Path,
+                   help="Ed25519 private key that signs the report (default: the local key); evidence is "
+                        "used only when a key of CATALOG_DIR/trust.yaml signed it")
     p.add_argument("--validate", action="store_true", help="only validate the mapping (exit 2 naming bad cases)")
     p.set_defaults(func=run)
 
@@ -61,9 +63,13 @@ def run(args: argparse.Namespace) -> int:
             digests[profile] = render.render_bundle(cat, b.ref, profile).digest
         return digests[profile]
 
+    # Evidence backs a claim only when a key of the repository's trust file signed it; the key
+    # given here signs the report, it vouches for nothing it reads.
+    trust_path = cat.root / "trust.yaml"
+    trusted = {k.keyid: k.public_key for k in trust.load(trust_path).keys} if trust_path.is_file() else {}
     found, rejected = ai_conformance.read_evidence(
-        args.evidence, bundle=b.name, version=b.version, minor=m.kubernetes,
-        trusted=matrix.trusted_keys(cat.root, key), fresh_digest=fresh)
+        args.evidence, bundle=b.name, version=b.version, minor=m.kubernetes, trusted=trusted, fresh_digest=fresh,
+        trusted_from=f"{trust_path}; add the signer with `catalog keys trust`")
     for r in rejected:
         print(f"not used: {r}", file=sys.stderr)
     results = ai_conformance.assess(m, b.name, found)

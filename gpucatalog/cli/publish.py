@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from gpucatalog.cli import promote as promote_cli
-from gpucatalog.pipelines import mirror, publish
+from gpucatalog.pipelines import certified, mirror, publish
 from gpucatalog.toolchain import build
 
 
@@ -32,9 +32,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "mirror",
         help="copy a published bundle into another (private) registry, verifying digests",
         description="Copy the charts and lock artifact of a published bundle from one OCI registry to "
-        "another for air-gapped installs. Every manifest and blob is checked against the digests "
-        "recorded at publish time before anything is pushed; a mismatch exits 1 and pushes nothing.",
+        "another for air-gapped installs. Only a certified bundle travels: the published lock's digest "
+        "must be the one CHANNEL certified (its evidence verified against the catalog's trust file). "
+        "Every manifest and blob is checked against the digests recorded at publish time before "
+        "anything is pushed; a mismatch exits 1 and pushes nothing.",
         epilog="examples:\n  catalog mirror gpu-scheduling@0.1.0 --from oci://127.0.0.1:5000/catalog "
+        "--to oci://127.0.0.1:5001/private\n"
+        "  catalog mirror slurm@0.1.0 --channel candidate --from oci://127.0.0.1:5000/catalog "
         "--to oci://127.0.0.1:5001/private",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -42,6 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("--from", required=True, dest="source", metavar="oci://HOST/PATH")
     m.add_argument("--to", required=True, dest="target", metavar="oci://HOST/PATH")
     m.add_argument("--profile", default="sim", help="profile of the published lock (default: sim)")
+    m.add_argument("--channel", default="stable",
+                   help="the channel whose certified digest the published lock must carry (default: stable)")
     m.add_argument("--plain-http", action="store_true", default=None)
     m.set_defaults(func=run_mirror)
 
@@ -60,7 +66,10 @@ def run_publish(args: argparse.Namespace) -> int:
 
 def run_mirror(args: argparse.Namespace) -> int:
     bundle, version = promote_cli.split_ref(args.ref)
-    out = mirror.mirror(bundle, version, args.profile, args.source, args.target, plain_http=args.plain_http)
+    certified_digest = certified.channel_digest(promote_cli.catalog_dir(args), args.channel, bundle, version,
+                                                args.profile)
+    out = mirror.mirror(bundle, version, args.profile, args.source, args.target, certified_digest,
+                        plain_http=args.plain_http)
     _print(out)
     return 0
 

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from gpucatalog.catalog import model
 from gpucatalog.core import errors, yamlfile
-from gpucatalog.pipelines import evidence, promote
+from gpucatalog.pipelines import judge
 from gpucatalog.validators.conformance import catalogue
 
 LEVELS = ("MUST", "SHOULD")
@@ -154,38 +154,20 @@ class Assessment:
 
 def read_evidence(paths: Sequence[Path], *, bundle: str, version: str, minor: str,
                   trusted: Mapping[str, ed25519.Ed25519PublicKey],
-                  fresh_digest: Callable[[str], str]) -> tuple[list[Evidence], list[str]]:
-    """The evidence that may back a claim, and why each other file may not."""
+                  fresh_digest: Callable[[str], str], trusted_from: str = "") -> tuple[list[Evidence], list[str]]:
+    """The evidence that may back a claim, and why each other file may not (the judge's
+    reasons: unsigned or signed by a key not trusted, another bundle or rendering, exploratory,
+    another Kubernetes minor)."""
     usable, rejected = [], []
     for p in paths:
-        env, ev_digest = evidence.load(p)
-        try:
-            statement, signer = evidence.verify_signed(env, trusted)
-        except errors.CheckFailed as exc:
-            rejected.append(f"{p}: does not verify ({exc})")
+        v = judge.judge(p, judge.Claim(bundle, version, trusted, fresh_digest, kubernetes_minor=minor,
+                                       trusted_from=trusted_from))
+        # a failed case is kept (it shows the claim is not met); any other reason sets the file aside
+        why = [f.message for f in v.reasons if f.rule != "failed-suite"]
+        if v.statement is None or why:
+            rejected.append(f"{p}: " + "; ".join(why or [v.summary()]))
             continue
-        pred, subject = statement["predicate"], statement["subject"][0]
-        release = promote.kubernetes_of(pred)
-        digest = "sha256:" + str(subject["digest"]["sha256"])
-        why = ""
-        if subject.get("name") != f"{bundle}@{version}":
-            why = f"is about {subject.get('name')}, not {bundle}@{version}"
-        elif pred.get("exploratory"):
-            why = "is exploratory (run outside a component's declared range)"
-        elif promote.minor_of(release) != minor:
-            why = f"ran on Kubernetes {release or 'unknown'}, not {minor}"
-        elif digest != fresh_digest(str(pred.get("profile"))):
-            why = f"is about rendered digest {digest}, which is no longer what {bundle}@{version} renders to"
-        if why:
-            rejected.append(f"{p}: {why}")
-            continue
-        ev = Evidence(p, ev_digest, signer, release, {})
-        for s in pred.get("suites") or []:
-            for c in s.get("cases") or []:
-                key = f"{s.get('name')}/{c.get('name')}"
-                ev.results[key] = str(c.get("result"))
-                ev.reasons[key] = str(c.get("reason") or "")
-        usable.append(ev)
+        usable.append(Evidence(p, v.evidence_digest, v.signer, v.kubernetes, v.results, v.case_reasons))
     return usable, rejected
 
 

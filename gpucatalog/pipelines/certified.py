@@ -7,8 +7,9 @@ Called by ``catalog install``. For ``bundle@version`` in ``channel`` and the req
 - a fresh render's digest equals the digest the entry recorded for that profile (a template,
   value or chart changed after promotion changes the digest);
 - the entry's evidence (kept beside the channels by ``promote``) is the file its digest names,
-  is signed by a key the repository's trust file allows for this channel, and says what the
-  entry says (subject, digest, profile, every suite passed with every case run).
+  and the judge (:mod:`.judge`) finds it signed by a key the repository's trust file allows for
+  this channel and saying what the entry says (subject, digest, profile, every suite passed on
+  this version with every case run).
 
 Anything else is a CheckFailed (exit 1) naming each difference; nothing is installed.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.core import errors, yamlfile
-from gpucatalog.pipelines import channels, evidence, promote
+from gpucatalog.pipelines import channels, evidence, judge, promote
 
 
 @dataclass(frozen=True)
@@ -40,35 +41,26 @@ class Certificate:
                 f"digest {self.digest}, evidence {self.evidence_digest} signed by {self.signer}")
 
 
-def _evidence_findings(catalog_dir: Path, channel: str, ref: str, item: dict[str, Any]) -> tuple[str, list[errors.Finding]]:
-    """(signer name, findings) for the stored evidence of one entry item."""
+def judge_entry(catalog_dir: Path, channel: str, bundle: str, version: str, item: dict[str, Any],
+                suites: tuple[str, ...] = ()) -> judge.Verdict:
+    """The verdict on the stored evidence of one channel entry item: the file its digest names,
+    signed by a key the repository's trust file allows for ``channel``, about the digest and
+    profile the entry recorded, every suite passed (``suites`` required)."""
     path = channels.stored_evidence(catalog_dir / "channels", item["evidenceDigest"])
-    where = str(path)
     try:
         data = yamlfile.read_bytes(path, evidence.MAX_ENVELOPE_BYTES, what="stored evidence")
     except errors.InputError as exc:
-        return "", [errors.Finding("evidence", f"the entry's evidence cannot be read: {exc}", obj=where)]
+        out = judge.Verdict(str(path))
+        out.add("evidence", f"the entry's evidence cannot be read: {exc}")
+        return out
     if "sha256:" + hashlib.sha256(data).hexdigest() != item["evidenceDigest"]:
-        return "", [errors.Finding("evidence", f"stored evidence does not match the entry's digest {item['evidenceDigest']}",
-                                   obj=where)]
-    env, _digest, _data = evidence.read(path)
+        out = judge.Verdict(str(path))
+        out.add("evidence", f"stored evidence does not match the entry's digest {item['evidenceDigest']}")
+        return out
     trusted = promote.repository_root(catalog_dir).trust
-    try:
-        statement, signer = evidence.verify_signed(env, trusted.for_channel(channel))
-    except errors.CheckFailed as exc:
-        return "", [errors.Finding(f.rule, f"{f.message} (checked against {trusted.path})", obj=where)
-                    for f in exc.findings] or [errors.Finding("signature", exc.summary, obj=where)]
-    pred, subject = statement["predicate"], statement["subject"][0]
-    findings = []
-    if subject.get("name") != ref or "sha256:" + str(subject["digest"].get("sha256")) != item["digest"]:
-        findings.append(errors.Finding("evidence", f"evidence is for {subject.get('name')} "
-                                       f"sha256:{subject['digest'].get('sha256')}, the entry says {ref} {item['digest']}",
-                                       obj=where))
-    if pred.get("profile") != item["profile"]:
-        findings.append(errors.Finding("evidence", f"evidence is for profile {pred.get('profile')!r}, "
-                                       f"the entry says {item['profile']!r}", obj=where))
-    findings += promote.suite_findings(where, pred, [])
-    return trusted.name_of(signer), findings
+    return judge.judge(path, judge.Claim(
+        bundle, version, trusted.for_channel(channel), lambda _p: str(item["digest"]), profile=str(item["profile"]),
+        suites=suites, signer_name=trusted.name_of, trusted_from=f"{trusted.path}, channel {channel}"))
 
 
 def verify(catalog_dir: Path, channel: str, bundle: str, version: str, profile: str, rendered_digest: str) -> Certificate:
@@ -94,9 +86,30 @@ def verify(catalog_dir: Path, channel: str, bundle: str, version: str, profile: 
         findings.append(errors.Finding(
             "digest", f"{ref} now renders (profile {profile}) to {rendered_digest}, but {channel!r} certified "
             f"{item['digest']}: a chart, value or catalog file changed after promotion", obj=str(ch.path)))
-    signer, more = _evidence_findings(catalog_dir, channel, ref, item)
-    findings += more
+    v = judge_entry(catalog_dir, channel, bundle, version, item)
+    findings += v.reasons
     if findings:
         raise errors.CheckFailed(f"{ref} ({profile}) is not what channel {channel!r} certified; nothing installed",
                                  findings)
-    return Certificate(channel, ref, profile, item["digest"], item["evidenceDigest"], signer)
+    return Certificate(channel, ref, profile, item["digest"], item["evidenceDigest"], v.signer)
+
+
+def channel_digest(catalog_dir: Path, channel: str, bundle: str, version: str, profile: str) -> str:
+    """The digest ``channel`` certified for ``bundle@version`` on ``profile``, once the judge
+    finds the entry's stored evidence proves it; CheckFailed otherwise (``mirror`` copies only
+    what this returns)."""
+    ref = f"{bundle}@{version}"
+    ch = channels.load(catalog_dir / "channels", channel)
+    entry = ch.find(bundle, version)
+    if entry is None:
+        raise errors.CheckFailed(f"{ref} is not in channel {channel!r}: only certified bundles are mirrored", [
+            errors.Finding("channel", f"promoted: {', '.join(ch.versions(bundle)) or 'none'}", obj=str(ch.path))])
+    item = next((i for i in entry["evidence"] if i["profile"] == profile), None)
+    if item is None:
+        raise errors.CheckFailed(f"{ref} in channel {channel!r} was never certified for profile {profile!r}", [
+            errors.Finding("profile", "certified profiles: " + ", ".join(i["profile"] for i in entry["evidence"]),
+                           obj=str(ch.path))])
+    v = judge_entry(catalog_dir, channel, bundle, version, item)
+    if not v.ok:
+        raise errors.CheckFailed(f"the evidence of {ref} in channel {channel!r} does not prove it", v.reasons)
+    return str(item["digest"])

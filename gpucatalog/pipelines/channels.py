@@ -66,6 +66,10 @@ ENTRY_SCHEMA: dict[str, Any] = {
                     "signer": {"type": "string"},
                     # the Kubernetes release the evidence ran on (absent in entries before minors)
                     "kubernetes": {"type": "string"},
+                    # binaries a user supplied through an image map, as the evidence recorded them
+                    "userSupplied": {"type": "array", "items": {
+                        "type": "object", "additionalProperties": False,
+                        "properties": {k: {"type": ["string", "null"]} for k in ("image", "executable", "sha256", "version")}}},
                 },
             },
         },

@@ -65,6 +65,7 @@ def verify(
     message = pae(payload_type, payload)
     for i, s in enumerate(sigs):
         kid = s.get("keyid", "") if isinstance(s, dict) else ""
+        kid = kid if isinstance(kid, str) else ""  # a hint only; a list or a number is no hint
         try:
             raw = _b64(s.get("sig") if isinstance(s, dict) else None, f"signatures[{i}].sig")
         except ValueError as exc:

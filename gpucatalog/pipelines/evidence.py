@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import jsonschema
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from gpucatalog.core import errors, yamlfile
@@ -38,6 +39,43 @@ REPORT = "report.html"
 _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 # An envelope is a few hundred KiB at most (case details included); more is not evidence.
 MAX_ENVELOPE_BYTES = 16 << 20
+
+
+_TEXT: dict[str, Any] = {"type": "string", "maxLength": 4096}
+_CASE = {"type": "object", "required": ["name", "result"],
+         "properties": {"name": _TEXT, "result": _TEXT, "reason": {"type": "string"}, "seconds": {"type": "number"}}}
+_SUITE = {"type": "object", "required": ["name", "cases"],
+          "properties": {"name": _TEXT, "ranOn": _TEXT, "seconds": {"type": "number"},
+                         "cases": {"type": "array", "items": _CASE}}}
+_IMAGES = {"type": "array", "items": {"type": "object", "properties": {
+    "image": _TEXT, "executable": _TEXT, "sha256": _TEXT, "version": _TEXT, "live": {"type": "boolean"}}}}
+# What every consumer may rely on in a signed statement (the judge reads these fields and no
+# others); a statement of another shape is refused with every difference, never half-read.
+STATEMENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["_type", "subject", "predicateType", "predicate"],
+    "properties": {
+        "_type": {"const": STATEMENT_TYPE},
+        "predicateType": {"const": PREDICATE_TYPE},
+        "subject": {"type": "array", "minItems": 1, "maxItems": 1, "items": {
+            "type": "object", "required": ["name", "digest"],
+            "properties": {"name": _TEXT, "digest": {"type": "object", "required": ["sha256"], "properties": {
+                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}}},
+        "predicate": {"type": "object", "required": ["bundle", "version", "profile", "suites", "result"],
+                      "properties": {
+                          "bundle": _TEXT, "version": _TEXT, "profile": _TEXT, "result": _TEXT,
+                          "suites": {"type": "array", "items": _SUITE},
+                          "exploratory": {"type": "boolean"},
+                          "cluster": {"type": "object", "properties": {
+                              "kubernetesVersion": _TEXT, "images": _IMAGES,
+                              "atEnd": {"type": "object", "properties": {"images": _IMAGES}}}},
+                          "upgradeFrom": {"type": "object", "required": ["bundle", "version", "digest"],
+                                          "properties": {"bundle": _TEXT, "version": _TEXT, "digest": _TEXT}},
+                          "upgrade": {"type": "object", "properties": {"mode": _TEXT}},
+                      }},
+    },
+}
+_STATEMENT = jsonschema.Draft202012Validator(STATEMENT_SCHEMA)
 
 
 class SuiteLike(Protocol):
@@ -97,6 +135,7 @@ def _suite_dict(s: SuiteLike | Mapping[str, Any]) -> dict[str, Any]:
     # Recompute the verdict from the cases: a summary that disagrees with its cases is not trusted.
     return {
         "name": str(d.get("name", "?")),
+        **({"ranOn": str(d["ranOn"])} if d.get("ranOn") else {}),
         "result": suite_verdict([{"result": _case_result(c)} for c in cases]),
         "seconds": _seconds(d.get("seconds", 0.0)),
         "started": _jsonable(d.get("started", 0.0)),
@@ -157,7 +196,8 @@ def build_statement(
     fields (an upgrade run's ``upgradeFrom`` and ``upgrade``); it cannot replace the ones above.
     ``exploratory``: run outside a component's declared Kubernetes range (never promotable; the
     matrix shows it as such)."""
-    suite_dicts = [_suite_dict(s) for s in suites]
+    # each suite says which version it ran on: an upgrade run's may have run on another one
+    suite_dicts = [{**d, "ranOn": d.get("ranOn") or f"{bundle}@{version}"} for d in map(_suite_dict, suites)]
     overall = overall_verdict(suite_dicts)
     statement: dict[str, Any] = {
         "_type": STATEMENT_TYPE,
@@ -235,7 +275,7 @@ def read(path: Path) -> tuple[dict[str, Any], str, bytes]:
     data = yamlfile.read_bytes(p, MAX_ENVELOPE_BYTES, what="evidence")
     try:
         env = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise errors.InputError("evidence is not JSON", path=str(p), expected="a DSSE envelope") from exc
     if not isinstance(env, dict):
         raise errors.InputError("evidence is not a JSON object", path=str(p), expected="a DSSE envelope")
@@ -258,22 +298,13 @@ def verify_signed(
     findings: list[errors.Finding] = []
     try:
         st = json.loads(payload)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise errors.CheckFailed("signed payload is not JSON", [errors.Finding("statement", str(exc))]) from exc
     if not isinstance(st, dict):
         raise errors.CheckFailed("signed payload is not a statement", [errors.Finding("statement", "not an object")])
-    if st.get("_type") != STATEMENT_TYPE:
-        findings.append(errors.Finding("statement", f"_type is {st.get('_type')!r}, expected {STATEMENT_TYPE}"))
-    if st.get("predicateType") != PREDICATE_TYPE:
-        findings.append(errors.Finding("statement", f"predicateType is {st.get('predicateType')!r}, expected {PREDICATE_TYPE}"))
-    subj = st.get("subject")
-    if not (isinstance(subj, list) and len(subj) == 1 and isinstance(subj[0], dict)
-            and isinstance(subj[0].get("digest"), dict) and re.fullmatch(r"[0-9a-f]{64}", str(subj[0]["digest"].get("sha256", "")))):
-        findings.append(errors.Finding("statement", "subject must be one {name, digest: {sha256}}"))
-    pred = st.get("predicate")
-    need = ("bundle", "version", "profile", "suites", "result")
-    if not isinstance(pred, dict) or any(k not in pred for k in need):
-        findings.append(errors.Finding("statement", f"predicate must have {', '.join(need)}"))
+    for err in sorted(_STATEMENT.iter_errors(st), key=lambda e: list(map(str, e.absolute_path)))[:20]:
+        at = "/".join(map(str, err.absolute_path)) or "(top)"
+        findings.append(errors.Finding("statement", f"{at}: {err.message[:200]}"))
     if findings:
         raise errors.CheckFailed("evidence statement is malformed", findings)
     return st, signer

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from gpucatalog.catalog import model, render, versions
 from gpucatalog.core import errors
-from gpucatalog.pipelines import certify, evidence, keys, matrix_files, trust
+from gpucatalog.pipelines import certify, evidence, judge, keys, matrix_files, trust
 from gpucatalog.toolchain import build, releases
 
 STATUSES = ("passed", "failed", "incomplete", "outside-range", "not-run", "unverified")
@@ -48,6 +48,7 @@ class Target:
     digest: str
     # (component label, declared Kubernetes range) for each component
     ranges: tuple[tuple[str, str], ...]
+    suites: tuple[str, ...] = ()  # the bundle's suites: a cell is green only when all of them passed
 
     @property
     def ref(self) -> str:
@@ -60,7 +61,8 @@ class Target:
     @classmethod
     def of(cls, rb: render.RenderedBundle) -> Target:
         return cls(rb.bundle, rb.version, rb.digest, tuple(
-            (f"{c.name} {c.version}", str(rb.lock_component(c.name).get("kubernetes") or "")) for c in rb.components))
+            (f"{c.name} {c.version}", str(rb.lock_component(c.name).get("kubernetes") or "")) for c in rb.components),
+            tuple(rb.suites))
 
 
 @dataclass
@@ -138,21 +140,23 @@ def read_cell(folder: Path, out_dir: Path, target: Target, release: str,
         return None
     rel = folder.relative_to(out_dir).as_posix()
     try:
-        env, _digest = evidence.load(folder)
-        statement, signer = evidence.verify_signed(env, trusted)
+        v = judge.judge(folder, judge.Claim(target.bundle, target.version, trusted, lambda _p: target.digest,
+                                            suites=target.suites, allow_exploratory=True))
     except errors.CatalogError as exc:
         return Cell(target.ref, release, "unverified", f"evidence does not verify: {exc}", rel)
-    pred, subject = statement["predicate"], statement["subject"][0]
-    digest = "sha256:" + str(subject["digest"]["sha256"])
-    cluster = pred.get("cluster") if isinstance(pred.get("cluster"), Mapping) else {}
-    ran = str(cluster.get("kubernetesVersion", "")).lstrip("v").split("+")[0]
-    if subject.get("name") != target.ref or digest != target.digest or ran != release.lstrip("v"):
+    if v.statement is None:
+        return Cell(target.ref, release, "unverified", f"evidence does not verify: {v.summary()}", rel)
+    if any(f.rule in ("subject", "digest") for f in v.reasons) or v.kubernetes != release.lstrip("v"):
         return None  # another rendering or release: stale for this cell
+    pred = v.predicate
     verdict = _verdict(pred)
     detail = {"failed": _first(pred, lambda r: r == "failed"),
               "incomplete": _first(pred, lambda r: r not in ("passed", "failed"))}.get(verdict, "")
-    cell = Cell(target.ref, release, verdict, detail, rel, digest, signer[:16], _seconds(pred))
-    if pred.get("exploratory"):
+    if verdict == "passed" and v.reasons:  # e.g. run with --suite: a subset proves no cell
+        verdict, detail = "incomplete", v.summary()
+    cell = Cell(target.ref, release, verdict, detail, rel, v.digest, v.signer[:16], _seconds(pred))
+    if v.exploratory:
+        cluster = pred.get("cluster") or {}
         cell.status, cell.exploratory = "outside-range", verdict
         cell.detail = "; ".join(str(x) for x in cluster.get("outsideRange") or []) + (
             f"; probed: {verdict}" + (f" ({detail})" if detail else ""))

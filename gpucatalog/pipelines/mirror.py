@@ -4,8 +4,10 @@ e.g. a private registry for an air-gapped cluster, verifying every digest on the
 Called by ``catalog mirror``. Reads the lock artifact ``publish`` wrote, then for each chart it
 lists: the chart's tag must still point at the manifest digest recorded at publish time, the
 manifest and every blob must hash to their digests, and the chart archive must be the one
-recorded. Everything is fetched and checked *before* anything is pushed, so a mismatch leaves
-the target registry untouched.
+recorded; and the lock's digest must be the one a channel certified for the bundle (the channel
+entry and its evidence judged by :mod:`.judge`, through ``certified.channel_digest``), so only
+certified bundles travel. Everything is fetched and checked *before* anything is pushed, so a
+mismatch leaves the target registry untouched.
 """
 
 from __future__ import annotations
@@ -40,8 +42,25 @@ def _fetch(client: oci.Client, repo: str, tag: str, expect_digest: str | None) -
     return raw, man, digest, blobs
 
 
-def mirror(bundle: str, version: str, profile: str, source: str, target: str,
+def _lock_digest(man: dict[str, Any], blobs: dict[str, bytes], where: str) -> str:
+    """The bundle digest the artifact says it carries: its annotation and its lock must agree."""
+    noted = str((man.get("annotations") or {}).get(publish.DIGEST_ANNOTATION, ""))
+    desc = next((la for la in man.get("layers", []) if la.get("mediaType") == publish.LOCK_MEDIA), None)
+    try:
+        lock = json.loads(blobs[desc["digest"]]) if desc is not None else {}
+    except (ValueError, RecursionError) as exc:
+        raise oci.RegistryError(f"{where}: the bundle lock is not JSON") from exc
+    locked = str(lock.get("digest", "")) if isinstance(lock, dict) else ""
+    if noted != locked:
+        raise oci.DigestMismatch(f"{where}: the lock's digest and the artifact's annotation", noted, locked)
+    return locked
+
+
+def mirror(bundle: str, version: str, profile: str, source: str, target: str, certified_digest: str,
            *, plain_http: bool | None = None) -> publish.Published:
+    """Copy ``bundle@version`` (``profile``'s lock) from ``source`` to ``target``, only when the
+    published lock is the rendering a channel certified (``certified_digest``, see
+    ``certified.certified_digest``): a consistent but different bundle is refused (exit 1)."""
     src_ref, dst_ref = oci.parse_ref(source), oci.parse_ref(target)
     src, dst = oci.Client(src_ref, plain_http=plain_http), oci.Client(dst_ref, plain_http=plain_http)
     tag = publish.bundle_tag(version, profile)
@@ -50,6 +69,11 @@ def mirror(bundle: str, version: str, profile: str, source: str, target: str,
     if man.get("artifactType") != publish.ARTIFACT_TYPE:
         raise errors.InputError(f"{lock_repo}:{tag} is not a gpu-catalog bundle artifact",
                                 expected=publish.ARTIFACT_TYPE)
+    published = _lock_digest(man, blobs, f"{lock_repo}:{tag}")
+    if published != certified_digest:
+        raise errors.CheckFailed(f"{lock_repo}:{tag} is not what was certified; nothing mirrored", [errors.Finding(
+            "digest", f"the published lock is {published or '(no digest)'}, the channel certified {certified_digest} "
+            f"for {bundle}@{version} ({profile})", obj=f"{lock_repo}:{tag}")])
     index_desc = next((la for la in man.get("layers", []) if la.get("mediaType") == publish.CHARTS_MEDIA), None)
     if index_desc is None:
         raise oci.RegistryError(f"{lock_repo}:{tag} has no charts index layer")

@@ -18,6 +18,8 @@ file defines it. Format::
         requireBundleSuites: true
         requireUpgradeFrom: stable      # evidence of a certified upgrade from the version now
                                         # newest in this channel (none needed for a first version)
+        userSuppliedBinaries: allow     # allow (default) | forbid | require binaries a user
+                                        # brought through an image map (the entry lists them)
 
 Which keys may sign for a channel is the trust file's business (``trust``), not this one's.
 """
@@ -58,6 +60,7 @@ SCHEMA: dict[str, Any] = {
                     "requireBundleSuites": {"type": "boolean"},
                     "requireUpgradeFrom": {"type": "string", "pattern": NAME},
                     "requiredKubernetes": {"type": "array", "items": {"type": "string", "pattern": r"^v?1\.\d+$"}},
+                    "userSuppliedBinaries": {"enum": ["allow", "forbid", "require"]},
                 },
             },
         },
@@ -75,6 +78,7 @@ class ChannelPolicy:
     require_upgrade_from: str | None = None
     # Kubernetes minors ("1.35") each needing passing evidence of a required profile; empty: any one
     required_kubernetes: tuple[str, ...] = ()
+    user_supplied_binaries: str = "allow"  # allow | forbid | require (an image map's binaries)
 
     def suites_for(self, bundle: str, bundle_suites: tuple[str, ...] = ()) -> list[str]:
         """Suites required of ``bundle``: the ``"*"`` list, its own list, and its declared suites."""
@@ -114,6 +118,7 @@ def load(path: Path) -> Policy:
             source_channel=c.get("sourceChannel"),
             require_upgrade_from=c.get("requireUpgradeFrom"),
             required_kubernetes=tuple(str(m).lstrip("v") for m in c.get("requiredKubernetes", [])),
+            user_supplied_binaries=str(c.get("userSuppliedBinaries", "allow")),
         )
     for name, c in chans.items():
         if c.source_channel is not None and c.source_channel not in chans:

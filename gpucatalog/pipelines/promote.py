@@ -6,14 +6,18 @@ are the ones in the catalog folder promoted into (``channels/policy.yaml``, ``tr
 reviewed like code); other files may be named only for a dry run, which writes nothing. Every
 entry records the sha256 of the policy and trust files that admitted it.
 
+Each evidence file is judged by :mod:`.judge`, the one place that decides what evidence proves.
 Checks, all of them, before refusing with every unmet requirement (CheckFailed, exit 1, channel
 file untouched):
 
 - each evidence envelope is signed by a key the trust file allows for this channel;
 - its subject is this ``bundle@version`` (no replay of another bundle's evidence) and its digest
   equals a fresh render for the evidence's profile (no edits after certification);
-- every profile the policy requires has evidence, and in it every required suite passed with
-  every case run (a suite with a case not run is incomplete, never passed), and no suite failed;
+- every profile the policy requires has evidence, and in it every required suite passed on this
+  version with every case run (a suite with a case not run is incomplete, never passed; a suite
+  that ran on the old version after a rollback proves nothing here), and no suite failed;
+- binaries a user supplied (image map) are allowed, forbidden or required as the policy says
+  (``userSuppliedBinaries``), and the entry lists them;
 - no evidence is exploratory (run outside a component's declared Kubernetes range), and every
   Kubernetes minor the policy requires (``requiredKubernetes``) has passing evidence of a
   required profile;
@@ -40,25 +44,13 @@ from typing import Any
 
 from gpucatalog.catalog import versions
 from gpucatalog.core import errors
-from gpucatalog.pipelines import channels, evidence, policy, trust
+from gpucatalog.pipelines import channels, judge, policy, trust
 
 POLICY = Path("channels") / "policy.yaml"
 TRUST = Path("trust.yaml")
 
 
-@dataclass(frozen=True)
-class Checked:
-    """One evidence file that passed every check."""
-
-    path: Path
-    profile: str
-    digest: str
-    evidence_digest: str
-    signer: str
-    envelope: bytes
-    upgrade_from: dict[str, Any] | None = None  # the predicate's upgradeFrom (an upgrade certification)
-    kubernetes: str = ""  # the release the cluster reported ("1.35.4"), "" when the evidence has none
-
+Checked = judge.Verdict  # one evidence file that passed every check
 
 @dataclass(frozen=True)
 class TrustRoot:
@@ -88,37 +80,6 @@ def repository_root(catalog_dir: Path) -> TrustRoot:
     return TrustRoot(policy.load(_in_catalog(catalog_dir, POLICY)), trust.load(_in_catalog(catalog_dir, TRUST)))
 
 
-def suite_findings(where: str, pred: dict[str, Any], required: list[str]) -> list[errors.Finding]:
-    """What keeps the suites of one evidence predicate from promoting. Verdicts are recomputed
-    from the cases, never taken from the signed summary: evidence written before "incomplete"
-    existed called a suite with unrun cases passed."""
-    out: list[errors.Finding] = []
-    suites = {s.get("name"): s for s in pred.get("suites", []) if isinstance(s, dict)}
-
-    def problem(name: str, s: dict[str, Any]) -> str:
-        cases = [c for c in s.get("cases") or [] if isinstance(c, dict)]
-        failed = [str(c.get("name", "?")) for c in cases if c.get("result") == "failed"]
-        not_run = [str(c.get("name", "?")) for c in cases if c.get("result") not in ("passed", "failed")]
-        if not cases:
-            return f"suite {name!r} ran no case"
-        if failed:
-            return f"suite {name!r} failed (cases: {', '.join(failed)})"
-        if not_run:
-            return f"suite {name!r} is incomplete: case(s) not run: {', '.join(not_run)}"
-        return ""
-
-    for name in required:
-        s = suites.get(name)
-        if s is None:
-            out.append(errors.Finding("required-suite", f"required suite {name!r} was not run", obj=where))
-        elif problem(name, s):
-            out.append(errors.Finding("required-suite", "required " + problem(name, s), obj=where))
-    for other, s in suites.items():
-        if other not in required and problem(str(other), s):
-            out.append(errors.Finding("failed-suite", problem(str(other), s) + " in this run", obj=where))
-    return out
-
-
 def check_evidence(
     path: Path,
     *,
@@ -128,52 +89,19 @@ def check_evidence(
     trusted: trust.TrustFile,
     fresh_digest: Callable[[str], str],
     required_suites: list[str],
+    user_supplied: str = "allow",
 ) -> tuple[Checked | None, list[errors.Finding]]:
-    """Verify one evidence file; returns it (when valid) and the findings against it."""
-    where = str(path)
-    env, ev_digest, data = evidence.read(path)
-    keys = trusted.for_channel(channel)
-    try:
-        statement, signer = evidence.verify_signed(env, keys)
-    except errors.CheckFailed as exc:
-        return None, [errors.Finding(f.rule, f.message, obj=where) for f in exc.findings] or [
-            errors.Finding("signature", exc.summary, obj=where)]
-    findings: list[errors.Finding] = []
-    pred = statement["predicate"]
-    subject = statement["subject"][0]
-    ref = f"{bundle}@{version}"
-    if subject.get("name") != ref or pred.get("bundle") != bundle or pred.get("version") != version:
-        findings.append(errors.Finding(
-            "subject", f"evidence is for {subject.get('name')!r}, not {ref!r}", obj=where))
-        return None, findings  # nothing else about another bundle's evidence is meaningful
-    profile = str(pred["profile"])
-    digest = "sha256:" + subject["digest"]["sha256"]
-    fresh = fresh_digest(profile)
-    if digest != fresh:
-        findings.append(errors.Finding(
-            "digest", f"evidence is for rendered digest {digest}, but {ref} now renders (profile {profile}) "
-            f"to {fresh}: the bundle changed after certification", obj=where))
-    if pred.get("exploratory"):
-        findings.append(errors.Finding(
-            "exploratory", "evidence is exploratory (run with --outside-range, outside a component's declared "
-            "Kubernetes range): it shows what happens there, it certifies nothing", obj=where))
-    findings += suite_findings(where, pred, required_suites)
-    if findings:
-        return None, findings
-    up = pred.get("upgradeFrom")
-    return Checked(path, profile, digest, ev_digest, trusted.name_of(signer), data,
-                   dict(up) if isinstance(up, dict) else None, kubernetes_of(pred)), []
+    """Judge one evidence file for ``channel``; returns it (when it proves the claim) and the
+    findings against it."""
+    v = judge.judge(path, judge.Claim(
+        bundle, version, trusted.for_channel(channel), fresh_digest, suites=tuple(required_suites),
+        user_supplied=user_supplied, signer_name=trusted.name_of,
+        trusted_from=f"{trusted.path}, channel {channel}"))
+    return (v if v.ok else None), v.reasons
 
 
-def kubernetes_of(pred: dict[str, Any]) -> str:
-    """The release the evidence's cluster reported (``1.35.4``), or ""."""
-    cluster = pred.get("cluster")
-    raw = str(cluster.get("kubernetesVersion", "")) if isinstance(cluster, dict) else ""
-    return raw.lstrip("v").split("-")[0].split("+")[0]
-
-
-def minor_of(release: str) -> str:
-    return ".".join(release.split(".")[:2])
+kubernetes_of = judge.kubernetes_of
+minor_of = judge.minor_of
 
 
 def promote(
@@ -221,7 +149,8 @@ def promote(
     by_minor: dict[str, Checked] = {}  # required minor -> passing evidence of a required profile
     for p in evidence_paths:
         ok, f = check_evidence(p, bundle=bundle, version=version, channel=channel, trusted=trust_file,
-                               fresh_digest=fresh_digest, required_suites=required)
+                               fresh_digest=fresh_digest, required_suites=required,
+                               user_supplied=pol.user_supplied_binaries)
         findings += f
         if ok is not None:
             by_profile.setdefault(ok.profile, ok)
@@ -276,7 +205,8 @@ def promote(
             "policyDigest": policy_file.digest,
             "trustDigest": trust_file.digest,
             "evidence": [{"profile": c.profile, "digest": c.digest, "evidenceDigest": c.evidence_digest,
-                          "signer": c.signer, **({"kubernetes": c.kubernetes} if c.kubernetes else {})}
+                          "signer": c.signer, **({"kubernetes": c.kubernetes} if c.kubernetes else {}),
+                          **({"userSupplied": c.user_supplied} if c.user_supplied else {})}
                          for c in ordered],
         }
 

@@ -367,12 +367,25 @@ def run(cat: model.Catalog, opts: certify.Options, upgrade_from: str, rollback: 
     if opts.evidence_dir is not None and key_path is not None:
         statement = evidence.build_statement(
             bundle=new.bundle, version=new.version, profile=profile, digest=new.digest, cluster=info,
-            tools=build.versions(), suites=results, started=started, finished=outcome.finished,
+            tools=build.versions(), suites=ran_on(results, old if rollback else new), started=started, finished=outcome.finished,
             extra={"upgradeFrom": frm.to_dict(old), "upgrade": figures})
         outcome.paths = evidence.write_evidence(opts.evidence_dir, statement, key_path)
         (opts.evidence_dir / "bundle.lock.json").write_text(render.canonical_json(new.lock).decode() + "\n")
         (opts.evidence_dir / "upgrade-from.lock.json").write_text(render.canonical_json(old.lock).decode() + "\n")
     return outcome
+
+
+def ran_on(results: list[base.SuiteResult], final: render.RenderedBundle) -> list[dict[str, Any]]:
+    """The suites as evidence records them: those after the upgrade suite ran on ``final`` (OLD
+    after ``--rollback``), so the evidence never says NEW passed suites that ran on OLD."""
+    out, after = [], False
+    for s in results:
+        d = s.to_dict()
+        if after and s.name in final.suites:
+            d["ranOn"] = final.ref
+        after = after or s.name == "upgrade"
+        out.append(d)
+    return out
 
 
 def _on_cluster(old: render.RenderedBundle, new: render.RenderedBundle, kind: str, kubeconfig_path: Path | None,

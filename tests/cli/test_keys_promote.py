@@ -93,9 +93,9 @@ def test_promote_missing_evidence_file_is_exit_2(catalog_dir: Path, fresh: dict[
 
 
 @pytest.mark.registry
-def test_mirror_cli_and_digest_mismatch(start_registry: Callable[[str], Any], tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
-    from gpucatalog.pipelines import oci, publish
+def test_mirror_cli_and_digest_mismatch(start_registry: Callable[[str], Any], tmp_path: Path, catalog_dir: Path,
+                                        make_evidence: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from gpucatalog.pipelines import oci, promote, publish
     from gpucatalog.toolchain import build
 
     src, dst = start_registry("src"), start_registry("dst")
@@ -106,16 +106,24 @@ def test_mirror_cli_and_digest_mismatch(start_registry: Callable[[str], Any], tm
     pc = publish.push_chart(build.ensure("helm"), chart, ref, oci.Client(ref), tmp_path / "w")
 
     class R:
-        bundle, version, profile, digest, lock, components = "b", "1.0.0", "sim", DIGEST_A, {"x": 1}, []
+        bundle, version, profile, digest, lock, components = "b", "1.0.0", "sim", DIGEST_A, {"digest": DIGEST_A}, []
 
     publish.push_lock(R(), ref, oci.Client(ref), [pc])
-    assert cli.main(["mirror", "b@1.0.0", "--from", f"{src.oci}/catalog", "--to", f"{dst.oci}/air"]) == 0
+    mirror = ["--catalog-dir", str(catalog_dir), "mirror", "b@1.0.0", "--from", f"{src.oci}/catalog"]
+    # only what a channel certified travels: not in stable (exit 1, nothing pushed) ...
+    assert cli.main([*mirror, "--to", f"{dst.oci}/air"]) == 1
+    assert "not in channel 'stable'" in capsys.readouterr().err and dst.catalog() == []
+    # ... but in candidate, with this digest, and evidence that the judge accepts
+    promote.promote("b", "1.0.0", "candidate", [make_evidence(bundle="b", version="1.0.0")], lambda _p: DIGEST_A,
+                    catalog_dir=catalog_dir, promoted_by="t@h")
+    mirror += ["--channel", "candidate"]
+    assert cli.main([*mirror, "--to", f"{dst.oci}/air"]) == 0
     assert f"127.0.0.1:{dst.port}/air/team-queues:0.1.0@{pc.manifestDigest}" in capsys.readouterr().out
     blob = src.blob_file(pc.chartDigest)
     data = bytearray(blob.read_bytes())
     data[10] ^= 0xFF
     blob.write_bytes(bytes(data))
-    assert cli.main(["mirror", "b@1.0.0", "--from", f"{src.oci}/catalog", "--to", f"{dst.oci}/air2"]) == 1
+    assert cli.main([*mirror, "--to", f"{dst.oci}/air2"]) == 1
     assert "digest mismatch" in capsys.readouterr().err
     assert not [r for r in dst.catalog() if r.startswith("air2")]
     assert os.path.exists(blob)

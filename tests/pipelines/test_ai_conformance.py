@@ -152,7 +152,8 @@ def test_evidence_that_cannot_back_a_claim_is_set_aside(tmp_path: Path, key: key
     found, rejected = _read(paths, key)
     assert found == [] and len(rejected) == 5
     text = "\n".join(rejected)
-    for why in ("does not verify", "not 1.36", "exploratory", "not gpu-queueing@0.1.0", "no longer what"):
+    for why in ("no valid signature by a trusted key", "not 1.36", "exploratory", "not 'gpu-queueing@0.1.0'",
+                "changed after certification"):
         assert why in text
 
 
@@ -182,3 +183,29 @@ def test_files_are_written_and_signed(tmp_path: Path, key: keys.GeneratedKey) ->
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("tests") == "14" and suite.get("failures") == "0"
     assert suite.get("skipped") == str(sum(1 for a in results if not a.covered))
+
+
+def test_the_report_key_vouches_for_no_evidence(tmp_path: Path, key: keys.GeneratedKey,
+                                                capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25 attack 5: ``--signing-key K`` made K trusted, so evidence signed by a key that
+    catalog/trust.yaml does not name backed MUST claims (exit 0) and nothing said so. Now the
+    evidence is set aside, the output says why (exit 1: MUST claims not shown), and trusting
+    the key in the catalog's own trust file is what makes it count."""
+    from gpucatalog.cli import main
+    from gpucatalog.pipelines import trust
+    root = tmp_path / "catalog"
+    shutil.copytree(MAPPING.parents[1], root)
+    monkeypatch.setattr("gpucatalog.catalog.render.render_bundle", lambda *_a, **_k: type("R", (), {"digest": DIGEST}))
+    ev = _evidence(tmp_path / "ev", key.private_path)
+    args = ["--catalog-dir", str(root), "conformance-report", "gpu-queueing@0.1.0", "--evidence", str(ev),
+            "--signing-key", str(key.private_path)]
+    assert main([*args, "--out", str(tmp_path / "out1")]) == 1
+    err = capsys.readouterr().err
+    assert f"not used: {ev}: no valid signature by a trusted key" in err and "catalog keys trust" in err
+    text = (tmp_path / "out1" / ai_conformance_files.MARKDOWN).read_text()
+    assert "| MUST | Implemented |" not in text and "`gang/gang_with_room_starts_together` missing" in text
+    assert "Evidence given but not used" in text  # the report itself says so
+    trust.add_key(root / "trust.yaml", "ci", keys.load_public(key.public_path), ["stable"])
+    assert main([*args, "--out", str(tmp_path / "out2")]) == 0
+    assert "not used" not in capsys.readouterr().err
+    assert "| MUST | Implemented |" in (tmp_path / "out2" / ai_conformance_files.MARKDOWN).read_text()

@@ -53,13 +53,14 @@ def rendered(tmp_path: Path, helm: Path) -> FakeRendered:
                  env=publish.helm_env(tmp_path / "helm"))
     return FakeRendered(
         "gpu-scheduling", "0.1.0", "sim", "sha256:" + "a1" * 32,
-        {"bundle": "gpu-scheduling", "version": "0.1.0", "components": {"team-queues": "0.1.0"}},
+        {"bundle": "gpu-scheduling", "version": "0.1.0", "components": {"team-queues": "0.1.0"}, "digest": "sha256:" + "a1" * 32},
         [FakeComponent("kai-scheduler", str(tmp_path / "cache" / "kai-scheduler-v0.13.0.tgz")),
          FakeComponent("team-queues", _chart(charts, "team-queues", "0.1.0")),
          FakeComponent("gpu-health", _chart(charts, "gpu-health", "0.2.0"))],
     )
 
 
+CERTIFIED = "sha256:" + "a1" * 32  # what the channel certified for gpu-scheduling@0.1.0 in these tests
 Start = Callable[[str], Any]  # tests.plugins.pipelines.start_registry -> LocalRegistry
 
 
@@ -86,7 +87,7 @@ def test_publish_pushes_charts_and_lock_artifact(start_registry: Start, helm: Pa
 def test_mirror_copies_with_identical_digests(start_registry: Start, helm: Path, rendered: FakeRendered) -> None:
     src, dst = start_registry("src"), start_registry("dst")
     pub = publish.publish(rendered, f"{src.oci}/catalog", helm)
-    out = mirror.mirror("gpu-scheduling", "0.1.0", "sim", f"{src.oci}/catalog", f"{dst.oci}/private/gpu")
+    out = mirror.mirror("gpu-scheduling", "0.1.0", "sim", f"{src.oci}/catalog", f"{dst.oci}/private/gpu", CERTIFIED)
     assert out.manifest_digest == pub.manifest_digest
     assert sorted(dst.catalog()) == ["private/gpu/bundles/gpu-scheduling", "private/gpu/gpu-health",
                                      "private/gpu/kai-scheduler", "private/gpu/team-queues"]
@@ -94,6 +95,19 @@ def test_mirror_copies_with_identical_digests(start_registry: Start, helm: Path,
     for c in pub.charts:
         _, _, d = client.get_manifest(f"private/gpu/{c.name}", c.version)
         assert d == c.manifestDigest
+
+
+def test_mirror_refuses_a_consistent_bundle_that_was_never_certified(
+    start_registry: Start, helm: Path, rendered: FakeRendered
+) -> None:
+    """Issue 25 attack 6: a published lock whose digest differs from the channel's certified one
+    (every blob intact, just another rendering) was mirrored with exit 0."""
+    src, dst = start_registry("src"), start_registry("dst")
+    publish.publish(rendered, f"{src.oci}/catalog", helm)
+    with pytest.raises(errors.CheckFailed, match="not what was certified") as exc:
+        mirror.mirror("gpu-scheduling", "0.1.0", "sim", f"{src.oci}/catalog", f"{dst.oci}/private", "sha256:" + "b2" * 32)
+    assert exc.value.exit_code == 1 and "the channel certified sha256:b2" in str(exc.value.findings[0])
+    assert dst.catalog() == []
 
 
 def test_mirror_rejects_a_tampered_blob(start_registry: Start, helm: Path, rendered: FakeRendered) -> None:
@@ -104,7 +118,7 @@ def test_mirror_rejects_a_tampered_blob(start_registry: Start, helm: Path, rende
     data[len(data) // 2] ^= 0xFF  # storage corrupted or tampered with
     blob.write_bytes(bytes(data))
     with pytest.raises(oci.DigestMismatch, match="digest mismatch"):
-        mirror.mirror("gpu-scheduling", "0.1.0", "sim", f"{src.oci}/catalog", f"{dst.oci}/private")
+        mirror.mirror("gpu-scheduling", "0.1.0", "sim", f"{src.oci}/catalog", f"{dst.oci}/private", CERTIFIED)
     assert dst.catalog() == []  # verified before anything was pushed
 
 
@@ -118,14 +132,14 @@ def test_mirror_rejects_a_chart_tag_moved_after_publish(
     ref = oci.parse_ref(f"{src.oci}/catalog")
     publish.push_chart(helm, other, ref, oci.Client(ref), tmp_path / "work")
     with pytest.raises(oci.DigestMismatch, match="tag moved since publish"):
-        mirror.mirror("gpu-scheduling", "0.1.0", "sim", f"{src.oci}/catalog", f"{dst.oci}/private")
+        mirror.mirror("gpu-scheduling", "0.1.0", "sim", f"{src.oci}/catalog", f"{dst.oci}/private", CERTIFIED)
     assert dst.catalog() == []
 
 
 def test_unknown_bundle_and_unreachable_registry(start_registry: Start) -> None:
     src = start_registry("src")
     with pytest.raises(errors.NotFoundError, match="not found"):
-        mirror.mirror("nope", "0.1.0", "sim", f"{src.oci}/catalog", f"{src.oci}/x")
+        mirror.mirror("nope", "0.1.0", "sim", f"{src.oci}/catalog", f"{src.oci}/x", CERTIFIED)
     with pytest.raises(oci.RegistryError, match="cannot reach"):
         oci.Client(oci.parse_ref("oci://127.0.0.1:1/x")).ping()
 
