@@ -16,6 +16,7 @@ Rendering uses the helm binary directly (``helm template --kube-version``) becau
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -81,6 +82,19 @@ def canonical_json(data: Any) -> bytes:
 
 def sha256(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def certification_contract(b: model.Bundle, profile: model.Profile) -> dict[str, Any]:
+    """What certification of ``b`` on ``profile`` depends on besides the rendered objects: the
+    suites it runs, their parameters (an injected XID code, an observation window), the cluster
+    shape and size, and the images a user may bring. Part of the lock, so of the digest: evidence
+    made under other conditions does not prove the bundle as it is now."""
+    return {
+        "suites": list(b.suites),
+        "suiteParams": profile.suite_params,
+        "cluster": profile.cluster,
+        "userSuppliedImages": sorted(getattr(b, "user_supplied_images", ())),
+    }
 
 
 def _kind_rank(obj: dict[str, Any]) -> int:
@@ -182,6 +196,8 @@ def render_bundle(
                 "kustomize": {"digest": sha256(canonical_json(overlay))} if overlay else None,
                 "images": [{"name": i.name, "ref": i.ref, "digest": i.digest} for i in cv.images],
                 "output": {"digest": sha256(text.encode()), "objects": len(objs)},
+                # the log lines that fail a run and the policy exceptions are part of what certification checked
+                "declarations": {"digest": sha256(canonical_json(dataclasses.asdict(cv.declarations)))},
             }
         )
     tools = build.versions()
@@ -194,6 +210,7 @@ def render_bundle(
         "kubernetesVersion": b.kube_version,
         "tools": {"helm": tools["helm"], "kubectl": tools["kubectl"]},
         "components": lock_comps,
+        "certification": certification_contract(b, plan.profile),
     }
     digest = sha256(canonical_json(lock))
     lock["digest"] = digest

@@ -128,3 +128,42 @@ def test_diff_shows_rendered_changes_between_versions(mini_catalog: Path, capsys
     assert "mini@0.1.0/beta" not in out  # unchanged component: no hunk
     assert main(["--catalog-dir", str(mini_catalog), "list", "--json"]) == 0
     assert '"0.2.0"' in capsys.readouterr().out
+
+
+def _changed(cat: object, field: str) -> object:
+    """``cat`` with one thing certification depends on changed, the rendered objects untouched."""
+    import dataclasses
+
+    from gpucatalog.catalog import model
+
+    assert isinstance(cat, model.Catalog)
+    key = next(k for k in cat.bundles if k[0] == "mini")
+    b = cat.bundles[key]
+    sim = b.profiles["sim"]
+    if field == "suites":
+        b = dataclasses.replace(b, suites=(*b.suites, "gang"))
+    elif field == "suite parameter":
+        sim = dataclasses.replace(sim, suite_params={"fault_remediation": {"xid": 79}})
+    elif field == "node count":
+        sim = dataclasses.replace(sim, cluster={**sim.cluster, "nodes": int(sim.cluster.get("nodes", 4)) + 1})
+    elif field == "cluster shape":
+        sim = dataclasses.replace(sim, cluster={**sim.cluster, "shape": "a100-40gb-x8"})
+    elif field == "declared log lines":
+        versions = dict(cat.versions)
+        cv = versions[("alpha", "1.0.0")]
+        versions[("alpha", "1.0.0")] = dataclasses.replace(cv, declarations=dataclasses.replace(
+            cv.declarations, log_patterns={"panic:": "a crash"}))
+        return dataclasses.replace(cat, versions=versions)
+    b = dataclasses.replace(b, profiles={**b.profiles, "sim": sim})
+    return dataclasses.replace(cat, bundles={**cat.bundles, key: b})
+
+
+@pytest.mark.parametrize("field", ["suites", "suite parameter", "node count", "cluster shape", "declared log lines"])
+def test_the_digest_covers_what_certification_depends_on(mini_catalog: Path, field: str) -> None:
+    """Issue 25 attack 2: changing the suites, a suite parameter or the cluster shape left the
+    digest unchanged, so evidence made under weaker conditions stayed valid."""
+    cat = loader.load_catalog(mini_catalog)
+    before = render.render_bundle(cat, "mini", "sim")
+    after = render.render_bundle(_changed(cat, field), "mini", "sim")  # type: ignore[arg-type]
+    assert [c.manifest_text for c in after.components] == [c.manifest_text for c in before.components]
+    assert after.digest != before.digest, f"changing the {field} kept the digest"
