@@ -8,7 +8,8 @@ Called by :mod:`.gpu_sharing_dra`; talks only to the Kubernetes API.
 
 from __future__ import annotations
 
-from gpucatalog.validators.conformance import base, dra_workspace, kube_client
+from gpucatalog.validators.conformance.dra import workspace as dra_workspace
+from gpucatalog.validators.conformance.kit import base, kube_client
 
 MISSING_CLASS = "no-such-class.nvidia.com"
 BAD_MEMORY = "40GB"  # not a Kubernetes quantity (40G or 40Gi are)

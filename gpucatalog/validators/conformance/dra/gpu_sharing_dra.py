@@ -19,9 +19,10 @@ import time
 from decimal import Decimal
 from typing import Any
 
-from gpucatalog.validators.conformance import base, dra_bad_claims, kube_client
-from gpucatalog.validators.conformance import dra_accounting as acc
-from gpucatalog.validators.conformance import dra_workspace as ws
+from gpucatalog.validators.conformance.dra import accounting as acc
+from gpucatalog.validators.conformance.dra import bad_claims as dra_bad_claims
+from gpucatalog.validators.conformance.dra import workspace as ws
+from gpucatalog.validators.conformance.kit import base, kube_client
 
 NAME = "gpu_sharing_dra"
 MI = Decimal(1024 * 1024)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from gpucatalog.validators.conformance import base, kube_client
+from gpucatalog.validators.conformance.kit import base, kube_client
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 GPU_CLASS = "gpu.nvidia.com"

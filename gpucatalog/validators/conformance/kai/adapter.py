@@ -1,4 +1,4 @@
-"""KAI Scheduler's side of the queueing contract (:mod:`.queueing_contract`).
+"""KAI Scheduler's side of the queueing contract (``queueing.contract``).
 
 How KAI expresses the contract: departments and teams are Queues (``parentQueue``); a workload
 names its team with the ``kai.scheduler/queue`` label; a unit is a bare pod; preemptibility comes
@@ -15,15 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from gpucatalog.validators.conformance import (
-    base,
-    kai_params,
-    kai_pods,
-    kai_preflight,
-    kai_workspace,
-    kube_client,
-    queueing_contract,
-)
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kai import pods as kai_pods
+from gpucatalog.validators.conformance.kai import preflight as kai_preflight
+from gpucatalog.validators.conformance.kai import workspace as kai_workspace
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.queueing import contract as queueing_contract
 
 COMPONENTS = ["scheduler", "binder", "pod-grouper"]
 BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import re
 
-from gpucatalog.validators.conformance import (
-    base,
-    gpu_inventory,
-    kai_math,
-    kai_pods,
-    kai_preflight,
-    kai_suite,
-    kai_workspace,
-)
+from gpucatalog.validators.conformance.kai import math as kai_math
+from gpucatalog.validators.conformance.kai import pods as kai_pods
+from gpucatalog.validators.conformance.kai import preflight as kai_preflight
+from gpucatalog.validators.conformance.kai import suite as kai_suite
+from gpucatalog.validators.conformance.kai import workspace as kai_workspace
+from gpucatalog.validators.conformance.kit import base, gpu_inventory
 
 NAME = "fractional_gpu"
 GPU_MEMORY_REASON = re.compile(r"gpu memory", re.IGNORECASE)

@@ -8,14 +8,14 @@ Suite parameters (``ctx.params``, all optional): ``kai_namespace`` (kai-schedule
 one wait, times ``ctx.timeout_scale``), ``settle_seconds`` (8: how long "stays pending" is
 watched, times ``ctx.timeout_scale``).
 
-Called by ``kai_suite``, ``kai_preflight``, ``kai_workspace``, ``kai_pods`` and the KAI suites.
+Called by ``kai.suite``, ``kai.preflight``, ``kai.workspace``, ``kai.pods`` and the KAI suites.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpucatalog.validators.conformance import base
+from gpucatalog.validators.conformance.kit import base
 
 GROUP = "scheduling.run.ai"
 # KAI's label on a fraction pod and on the reservation pod holding its shared GPU.

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpucatalog.validators.conformance import base, gpu_inventory, kai_math, kai_params, kube_client
+from gpucatalog.validators.conformance.kai import math as kai_math
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
 
 FRACTION_ANNOTATION = "gpu-fraction"
 MEMORY_ANNOTATION = "gpu-memory"
@@ -140,7 +142,7 @@ def reservation_pods(kube: kube_client.Kube, p: kai_params.Params, group: str = 
 
 def gpu_uses(kube: kube_client.Kube, p: kai_params.Params, memory_mib: dict[str, int]) -> list[kai_math.GpuUse]:
     """Every bound, not finished pod's claim on GPUs, across all namespaces (other tenants and
-    KAI's reservation pods included), for ``kai_math.oversubscription``."""
+    KAI's reservation pods included), for ``kai.math.oversubscription``."""
     out: list[kai_math.GpuUse] = []
     for q in kube.call("list pods", kube.core.list_pod_for_all_namespaces).items:
         node = q.spec.node_name

@@ -3,7 +3,7 @@ when KAI, its Config, the PriorityClasses or enough GPUs are not there, and a wa
 a wait as soon as a KAI component crashes or loses its last ready pod, with the waits that go
 through it.
 
-Called by ``kai_suite`` and the KAI suites (``fractional_gpu``, ``quota_reclaim``, ``gang``).
+Called by ``kai.suite`` and the KAI suites (``fractional_gpu``, ``quota_reclaim``, ``gang``).
 Talks only to the Kubernetes API.
 """
 
@@ -17,7 +17,8 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from gpucatalog.catalog import readiness
-from gpucatalog.validators.conformance import base, gpu_inventory, kai_params, kube_client
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
 
 T = TypeVar("T")
 
@@ -124,7 +125,7 @@ def wait_ready(kube: kube_client.Kube, p: kai_params.Params, components: list[st
 class Watchdog:
     """Turns a crash of a KAI component during a case into that case's failure reason.
 
-    ``rebase`` takes the baseline (restart count per KAI pod); ``kai_suite`` does so at the start
+    ``rebase`` takes the baseline (restart count per KAI pod); ``kai.suite`` does so at the start
     of every case, so a crash fails the case it happened in and the next case starts fresh.
     """
 

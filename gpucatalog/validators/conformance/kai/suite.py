@@ -11,14 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from gpucatalog.validators.conformance import (
-    base,
-    kai_params,
-    kai_pods,
-    kai_preflight,
-    kai_workspace,
-    kube_client,
-)
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kai import pods as kai_pods
+from gpucatalog.validators.conformance.kai import preflight as kai_preflight
+from gpucatalog.validators.conformance.kai import workspace as kai_workspace
+from gpucatalog.validators.conformance.kit import base, kube_client
 
 T = TypeVar("T")
 

@@ -18,7 +18,8 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import base, kai_params, kube_client
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kit import base, kube_client
 
 
 @dataclass

@@ -3,14 +3,14 @@ GPUs per schedulable node, what running pods leave free, per-GPU memory from the
 the choice of nodes a case fills.
 
 Called by the KAI suites (``fractional_gpu``, ``quota_reclaim``, ``gang``), their preflight
-(``kai_preflight``) and placement reading (``kai_pods``).
+(``kai.preflight``) and placement reading (``kai.pods``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpucatalog.validators.conformance import base, kube_client
+from gpucatalog.validators.conformance.kit import base, kube_client
 
 GPU = "nvidia.com/gpu"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"

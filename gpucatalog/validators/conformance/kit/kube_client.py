@@ -3,8 +3,8 @@ kubeconfig only: the typed APIs (for the KAI suites) and plain-JSON requests (fo
 ``fault_remediation``, which reads Nodes as dicts and merge-patches them), with API errors turned
 into ``CaseFailed`` messages that name the call and quote the API server.
 
-Called by the KAI suite modules (``kai_suite``, ``kai_preflight``, ``kai_workspace``,
-``kai_pods``, ``gpu_inventory``), by ``remediation_env`` and by ``accelerator_metrics`` (a pod's
+Called by the KAI suite modules (``kai.suite``, ``kai.preflight``, ``kai.workspace``,
+``kai.pods``, ``gpu_inventory``), by ``remediation.env`` and by ``accelerator_metrics`` (a pod's
 endpoint read through the API server's proxy).
 """
 
@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from gpucatalog.core import kubeapi
-from gpucatalog.validators.conformance import base
+from gpucatalog.validators.conformance.kit import base
 
 T = TypeVar("T")
 

@@ -30,7 +30,7 @@ import urllib3
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import base, kube_client
+from gpucatalog.validators.conformance.kit import base, kube_client
 
 SERVICE_ACCOUNT = "gpu-catalog-fault-injector"
 LABELS = {"app.kubernetes.io/name": "gpu-catalog-fault-injector", "app.kubernetes.io/managed-by": "gpu-catalog",

@@ -1,6 +1,6 @@
-"""Kueue's side of the queueing contract (:mod:`.queueing_contract`): its preflight, the watchdog
+"""Kueue's side of the queueing contract (``queueing.contract``): its preflight, the watchdog
 that turns a crash or kill of Kueue's controller manager during a case into that case's cause,
-what the contract cannot ask of it, and its per-case spaces (:mod:`.kueue_space`).
+what the contract cannot ask of it, and its per-case spaces (:mod:`.space`).
 
 Suite parameters (``ctx.params``, all optional): ``kueue_namespace`` (kueue-system),
 ``workload_image``, ``preemptible_class`` (train), ``non_preemptible_class`` (inference),
@@ -22,7 +22,8 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import base, gpu_inventory, kube_client, kueue_space
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
+from gpucatalog.validators.conformance.kueue import space as kueue_space
 
 DEPLOYMENT = "kueue-controller-manager"
 CONFIG_MAP = "kueue-manager-config"

@@ -8,7 +8,7 @@ LocalQueue (label ``kueue.x-k8s.io/queue-name``); a gang is one Job of N pods (K
 workload whole, and ``waitForPodsReady`` evicts one whose pods do not all start); "held back" is
 a Workload without reserved quota and its condition message. Everything is removed afterwards.
 
-Called by :mod:`.kueue_adapter`. Talks only to the Kubernetes API.
+Called by :mod:`.adapter`. Talks only to the Kubernetes API.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import base, gpu_inventory, kube_client, queueing_contract
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
+from gpucatalog.validators.conformance.queueing import contract as queueing_contract
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

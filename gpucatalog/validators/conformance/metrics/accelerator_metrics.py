@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucatalog.validators.conformance import base, kube_client, prom_text
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.metrics import prom_text
 
 NAME = "accelerator_metrics"
 INFO = "gpu_health_gpu_info"

@@ -1,8 +1,8 @@
 """The queueing contract: ``quota_reclaim`` and ``gang`` stated once, for every scheduling stack.
 
 A case here says what it builds (a tree of departments and teams with guaranteed GPUs), what it
-submits, which end state must hold and what it measures; a stack adapter (:mod:`.kai_adapter`,
-:mod:`.kueue_adapter`) says how: how a team becomes queues, how a workload names its queue, how
+submits, which end state must hold and what it measures; a stack adapter (``kai.adapter``,
+``kueue.adapter``) says how: how a team becomes queues, how a workload names its queue, how
 all-or-nothing is asked for, which signal means "held back" and "scheduled". Both stacks report
 the same case names with the same ``details`` fields, so reports and ``--json`` line them up.
 A case an adapter cannot express is reported ``skipped`` with ``details.not_applicable`` and the
@@ -42,7 +42,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from gpucatalog.validators.conformance import base, gpu_inventory, kai_math, kube_client
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
+from gpucatalog.validators.conformance.queueing import math as queueing_math
 
 T = TypeVar("T")
 
@@ -215,7 +216,7 @@ class Contract:
                 samples.extend(info["b_latency_s"])
                 rounds.append(info)
                 res.details["rounds"] = rounds
-        res.details["latency"] = kai_math.latency_summary(samples)
+        res.details["latency"] = queueing_math.latency_summary(samples)
 
     def hold_odd_gpu(self, sp: Space, nodes: list[str], odd: int) -> None:
         """With an odd number of free GPUs on ``nodes``, one non-preemptible unit of team
@@ -293,8 +294,8 @@ class Contract:
             for i in range(g):  # interleaved, so neither team gets a head start
                 for k in weights:
                     sp.submit(k, k, 1, nodes, start=i)
-            share = kai_math.fair_share(g, {k: kai_math.QueueShare(0, w, g) for k, w in weights.items()})
-            want = kai_math.whole_units(share)
+            share = queueing_math.fair_share(g, {k: queueing_math.QueueShare(0, w, g) for k, w in weights.items()})
+            want = queueing_math.whole_units(share)
             res.details["fair_share"] = {k: round(v, 3) for k, v in share.items()}
 
             def converged() -> dict[str, int] | None:

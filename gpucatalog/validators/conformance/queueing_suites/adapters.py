@@ -9,7 +9,10 @@ certified through Kueue's adapter; anything else through KAI's. Called by ``quot
 from __future__ import annotations
 
 from gpucatalog.core import errors
-from gpucatalog.validators.conformance import base, kai_adapter, kueue_adapter, queueing_contract
+from gpucatalog.validators.conformance.kai import adapter as kai_adapter
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.kueue import adapter as kueue_adapter
+from gpucatalog.validators.conformance.queueing import contract as queueing_contract
 
 STACKS = ("kai", "kueue")
 

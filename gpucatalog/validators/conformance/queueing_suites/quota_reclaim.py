@@ -1,16 +1,18 @@
 """Conformance suite ``quota_reclaim``: guaranteed quotas, borrowing idle quota, and reclaim.
 
 The cases, their end states and their evidence are the queueing contract's
-(:mod:`.queueing_contract`): ``reclaim_borrowed_gpus`` (with the reclaim latency p50/p95),
+(``queueing.contract``): ``reclaim_borrowed_gpus`` (with the reclaim latency p50/p95),
 ``non_preemptible_stays_within_quota``, ``over_quota_weights_split_spare_gpus`` and
-``hierarchical_reclaim_across_departments``, on KAI or Kueue (:mod:`.queueing_adapters`).
+``hierarchical_reclaim_across_departments``, on KAI or Kueue (:mod:`.adapters`).
 
 Called through ``SUITES`` by the certify pipeline; talks only to the Kubernetes API.
 """
 
 from __future__ import annotations
 
-from gpucatalog.validators.conformance import base, queueing_adapters, queueing_contract
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.queueing import contract as queueing_contract
+from gpucatalog.validators.conformance.queueing_suites import adapters as queueing_adapters
 
 NAME = "quota_reclaim"
 

@@ -4,7 +4,7 @@ ConfigMap's name, and readers over a Node as plain JSON.
 
 Written down here on purpose, not imported from gpu-health: the suite checks the observable
 contract, so a renamed label in the implementation fails the suite instead of following it.
-Called by ``remediation_env``, ``fault_remediation`` and ``bench/gpuhealth_latency.py``.
+Called by ``remediation.env``, ``fault_remediation`` and ``bench/gpuhealth_latency.py``.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpucatalog.validators.conformance import base, kube_client
-from gpucatalog.validators.conformance import remediation_contract as rc
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.remediation import contract as rc
 
 Injector = Callable[..., Any]
 

@@ -12,8 +12,8 @@ passed. Other params:
 ``gpu_health_namespace`` (default ``gpu-health``), ``node_selector`` (GPU nodes, default
 ``nvidia.com/gpu.present=true``), ``idle_observe_s`` (how long an idle node is watched, default
 12: several agent cycles; a real cluster's 10 s agent interval wants 60). The observable contract it checks (label, annotations,
-condition types, breaker ConfigMap) is written down in ``remediation_contract``, on purpose not
-imported from the implementation; ``remediation_env`` holds what every case works with. Needs at
+condition types, breaker ConfigMap) is written down in ``remediation.contract``, on purpose not
+imported from the implementation; ``remediation.env`` holds what every case works with. Needs at
 least 4 GPU nodes.
 """
 
@@ -26,8 +26,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from gpucatalog.validators.conformance import base, remediation_env
-from gpucatalog.validators.conformance import remediation_contract as rc
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.remediation import contract as rc
+from gpucatalog.validators.conformance.remediation import env as remediation_env
 
 NAME = "fault_remediation"
 

@@ -4,7 +4,7 @@ Every call carries ``SLURM_CONF`` from the suite context and a timeout, so a dea
 slurmctld fails the case with that cause instead of hanging the suite: when a command fails,
 ``scontrol ping`` decides whether the controller is the reason. Talks to Slurm only through
 sbatch/squeue/scontrol/sinfo/sacctmgr, so it works against any Slurm cluster (Slinky's too).
-Called by :mod:`.slurm_suite` and its case modules.
+Called by :mod:`.suite` and its case modules.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpucatalog.core import errors, executor
-from gpucatalog.validators.conformance.base import CaseFailed
+from gpucatalog.validators.conformance.kit.base import CaseFailed
 
 CMD_TIMEOUT = 30.0
 

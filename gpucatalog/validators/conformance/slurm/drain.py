@@ -1,5 +1,5 @@
 """The ``slurm`` suite's two drain cases, ``drain-on-fault`` and ``manual-drain-kept``, and the
-fault hooks they share. Called by :mod:`.slurm_suite` (which runs them in its guard).
+fault hooks they share. Called by :mod:`.suite` (which runs them in its guard).
 
 ``drain-on-fault`` judges its claim from Slurm's own state. A repair may return the node at any
 moment (gpu-health repairs XID 48 with a GPU reset, which on the sim clears the fault, and
@@ -23,7 +23,9 @@ import os
 import time
 from collections.abc import Callable
 
-from gpucatalog.validators.conformance import base, slurm_cli, slurm_steps
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.slurm import cli as slurm_cli
+from gpucatalog.validators.conformance.slurm import steps as slurm_steps
 
 LOOK_S = 0.5
 SETTLE_S = 2.0  # scheduling passes after the other nodes' jobs started, for one to (wrongly) start on the target

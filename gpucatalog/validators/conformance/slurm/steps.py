@@ -1,10 +1,11 @@
 """Steps the ``slurm`` suite's cases share: a case's own job list, waiting for a job's state, and
-picking partitions and schedulable GPU nodes. Called by :mod:`.slurm_suite` and :mod:`.slurm_drain`.
+picking partitions and schedulable GPU nodes. Called by :mod:`.suite` and :mod:`.drain`.
 """
 
 from __future__ import annotations
 
-from gpucatalog.validators.conformance import base, slurm_cli
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.slurm import cli as slurm_cli
 
 LONG = "sleep 600"
 

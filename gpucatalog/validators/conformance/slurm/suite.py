@@ -17,7 +17,7 @@ same suite runs against the local sim cluster and a Slinky cluster. Cases:
   the room the node still has, go elsewhere (exactly one pends) and none starts there while Slurm
   shows that drain unbroken, before and after its running job finishes (a drain, not a kill); a
   repair may resume it meanwhile. After the fault is cleared (``clear_fault``) it is resumed.
-  See :mod:`.slurm_drain`.
+  See :mod:`.drain`.
 - ``manual-drain-kept``: a node drained by hand with another reason stays drained, reason
   intact, through a fault and its repair; the same fault on a control node must be drained and
   resumed by gpu-health meanwhile, proving the controller saw it. An injected fault is cleared
@@ -40,7 +40,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpucatalog.validators.conformance import base, slurm_cli, slurm_drain, slurm_steps
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.slurm import cli as slurm_cli
+from gpucatalog.validators.conformance.slurm import drain as slurm_drain
+from gpucatalog.validators.conformance.slurm import steps as slurm_steps
 
 NAME = "slurm"
 LONG = slurm_steps.LONG

@@ -14,7 +14,7 @@ namespace of its own (``upgrade-work``) naming their team with KAI's queue label
   evidence says so.
 
 The set is waited for (everything but the pending pod running, the pending pod held back with
-KAI's reason) before the upgrade, compared after it (``upgrade_state`` with KAI's Queues), and
+KAI's reason) before the upgrade, compared after it (``upgrade.state`` with KAI's Queues), and
 removed at the end. ``KaiProber`` measures the scheduling gap with one-GPU pods in a Queue of
 its own, outside every department.
 
@@ -29,16 +29,13 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import (
-    base,
-    kai_adapter,
-    kai_params,
-    kai_pods,
-    kai_workspace,
-    kube_client,
-    upgrade_probe,
-    upgrade_state,
-)
+from gpucatalog.validators.conformance.kai import adapter as kai_adapter
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kai import pods as kai_pods
+from gpucatalog.validators.conformance.kai import workspace as kai_workspace
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.upgrade import probe as upgrade_probe
+from gpucatalog.validators.conformance.upgrade import state as upgrade_state
 
 NAMESPACE = "upgrade-work"
 PROBES = "upgrade-probe"

@@ -10,7 +10,7 @@ teams and starts, each as a batch/v1 Job naming the team's LocalQueue:
   has left, so the old version cannot admit it.
 
 The set is waited for (everything but the pending Job admitted and running, the pending Job held
-back by Kueue) before the upgrade, compared after it (``upgrade_state``), and removed at the end.
+back by Kueue) before the upgrade, compared after it (``upgrade.state``), and removed at the end.
 
 Called by ``pipelines.upgrade``. Talks only to the Kubernetes API.
 """
@@ -22,13 +22,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import (
-    base,
-    gpu_inventory,
-    kube_client,
-    kueue_space,
-    upgrade_state,
-)
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
+from gpucatalog.validators.conformance.kueue import space as kueue_space
+from gpucatalog.validators.conformance.upgrade import state as upgrade_state
 
 PENDING = "upgrade-pending"
 LABEL = "gpu-catalog.dev/upgrade"

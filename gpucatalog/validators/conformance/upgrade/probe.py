@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import base, gpu_inventory, kube_client, kueue_space
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
+from gpucatalog.validators.conformance.kueue import space as kueue_space
 
 NAME = "upgrade-probe"
 LABEL = "gpu-catalog.dev/upgrade-probe"

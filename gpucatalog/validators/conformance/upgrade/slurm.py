@@ -12,7 +12,7 @@ Probes (``SlurmProber``): one single-GPU job at a time on the second GPU type's 
 keep free GPUs, so no probe preempts anything), timed from ``sbatch`` until Slurm reports it
 RUNNING.
 
-Called by ``pipelines.upgrade``. Talks only to Slurm's commands (through ``slurm_cli``).
+Called by ``pipelines.upgrade``. Talks only to Slurm's commands (through ``slurm.cli``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpucatalog.core import errors
-from gpucatalog.validators.conformance import base, slurm_cli, upgrade_probe
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.slurm import cli as slurm_cli
+from gpucatalog.validators.conformance.upgrade import probe as upgrade_probe
 
 SLINKY = "slinky.slurm.net/"
 SLEEP = "sleep 3600"

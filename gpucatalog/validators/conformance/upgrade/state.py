@@ -7,8 +7,8 @@ make: a running pod gone, replaced, moved or restarted; an admitted Workload evi
 no longer admitted; a queue object deleted, recreated, or whose spec is neither what it was nor
 what the new version renders for it.
 
-Called by the upgrade pipeline (``pipelines.upgrade``) through ``upgrade_kueue`` and
-``upgrade_kai``. Talks only to the Kubernetes API.
+Called by the upgrade pipeline (``pipelines.upgrade``) through ``upgrade.kueue`` and
+``upgrade.kai``. Talks only to the Kubernetes API.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from gpucatalog.validators.conformance import base, kube_client, kueue_space
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.kueue import space as kueue_space
 
 QUEUE_KINDS = {"ResourceFlavor": "resourceflavors", "Cohort": "cohorts", "ClusterQueue": "clusterqueues",
                "LocalQueue": "localqueues"}

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpucatalog.clusters import shapes
 from gpucatalog.clusters.sim import dra, nodefs
-from gpucatalog.validators.conformance import dra_accounting as acc
+from gpucatalog.validators.conformance.dra import accounting as acc
 
 
 def _inventory() -> acc.Inventory:

@@ -22,11 +22,12 @@ from gpucatalog.clusters.sim import dra, drapublisher, nodefs
 from gpucatalog.clusters.sim.cluster import SimCluster
 from gpucatalog.core import executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.conformance import base, dra_bad_claims, kube_client
-from gpucatalog.validators.conformance import gpu_sharing_dra as suite
+from gpucatalog.validators.conformance.dra import bad_claims as dra_bad_claims
+from gpucatalog.validators.conformance.dra import gpu_sharing_dra as suite
+from gpucatalog.validators.conformance.kit import base, kube_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-CHART = Path(__file__).resolve().parents[3] / "charts/nvidia-dra-driver"
+CHART = Path(__file__).resolve().parents[4] / "charts/nvidia-dra-driver"
 SHAPE = shapes.get("h100-80gb-x8")
 
 

@@ -15,19 +15,15 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import (
-    base,
-    fractional_gpu,
-    gpu_inventory,
-    kai_adapter,
-    kai_params,
-    kai_pods,
-    kai_preflight,
-    kai_suite,
-    kube_client,
-    queueing_contract,
-)
-from gpucatalog.validators.conformance.queueing_contract import Dept, Team
+from gpucatalog.validators.conformance.kai import adapter as kai_adapter
+from gpucatalog.validators.conformance.kai import fractional_gpu
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kai import pods as kai_pods
+from gpucatalog.validators.conformance.kai import preflight as kai_preflight
+from gpucatalog.validators.conformance.kai import suite as kai_suite
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
+from gpucatalog.validators.conformance.queueing import contract as queueing_contract
+from gpucatalog.validators.conformance.queueing.contract import Dept, Team
 from tests.validators.conformance import fake_kai
 
 pytestmark = pytest.mark.integration

@@ -13,16 +13,12 @@ import yaml
 
 from gpucatalog.core import executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.conformance import (
-    SUITES,
-    base,
-    gpu_inventory,
-    kai_params,
-    kai_pods,
-    kai_preflight,
-    kai_workspace,
-    kube_client,
-)
+from gpucatalog.validators.conformance import SUITES
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kai import pods as kai_pods
+from gpucatalog.validators.conformance.kai import preflight as kai_preflight
+from gpucatalog.validators.conformance.kai import workspace as kai_workspace
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
 
 pytestmark = pytest.mark.integration
 
@@ -141,7 +137,8 @@ def test_suite_plumbing_against_the_api(kubeconfig: Path) -> None:
     """Every API call the suites make, on real objects: GPU nodes and what is free on them,
     explicit PodGroups, Jobs, BindRequest and PodGroup listings, and reading a fraction pod's
     placement from its GPU-group label and the reservation pod's GPU report."""
-    from gpucatalog.validators.conformance import kai_adapter, queueing_contract
+    from gpucatalog.validators.conformance.kai import adapter as kai_adapter
+    from gpucatalog.validators.conformance.queueing import contract as queueing_contract
 
     kube = kube_client.Kube(str(kubeconfig))
     p = kai_params.Params(wait_seconds=30)

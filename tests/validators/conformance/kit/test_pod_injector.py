@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.validators.conformance import base, kube_client, pod_injector
+from gpucatalog.validators.conformance.kit import base, kube_client, pod_injector
 
 
 def _agent(objects: list[dict[str, Any]]) -> pod_injector.AgentTemplate:

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from gpucatalog.core import errors
-from gpucatalog.validators.conformance import SUITES, base, queueing_adapters
+from gpucatalog.validators.conformance import SUITES
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.queueing_suites import adapters as queueing_adapters
 from tests.validators.conformance.apiserver import api_server
 
 pytestmark = pytest.mark.integration

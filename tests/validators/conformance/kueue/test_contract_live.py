@@ -15,10 +15,13 @@ import pytest
 
 from gpucatalog.catalog import install, loader, render
 from gpucatalog.clusters.sim import SimCluster
-from gpucatalog.validators.conformance import base, gang, kube_client, kueue_adapter, queueing_contract
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.kueue import adapter as kueue_adapter
+from gpucatalog.validators.conformance.queueing import contract as queueing_contract
+from gpucatalog.validators.conformance.queueing_suites import gang
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(scope="module")

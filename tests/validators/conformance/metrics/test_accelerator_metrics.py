@@ -17,8 +17,10 @@ from gpucatalog.clusters import shapes
 from gpucatalog.clusters.sim import nodefs, nvidiasmi
 from gpucatalog.gpuhealth import metrics, parse_nvsmi
 from gpucatalog.gpuhealth.findings import Observation
-from gpucatalog.validators.conformance import accelerator_metrics as am
-from gpucatalog.validators.conformance import base, catalogue, prom_text
+from gpucatalog.validators.conformance import catalogue
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.metrics import accelerator_metrics as am
+from gpucatalog.validators.conformance.metrics import prom_text
 
 SHAPE = shapes.get("h100-80gb-x8")
 NODE = "h100-node-0000"

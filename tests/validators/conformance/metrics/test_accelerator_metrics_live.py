@@ -19,11 +19,11 @@ import yaml
 from gpucatalog.clusters.sim.cluster import SimCluster
 from gpucatalog.core import executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.conformance import accelerator_metrics as suite
-from gpucatalog.validators.conformance import base, kube_client
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.metrics import accelerator_metrics as suite
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-CHART = Path(__file__).resolve().parents[3] / "charts/gpu-health"
+CHART = Path(__file__).resolve().parents[4] / "charts/gpu-health"
 NS = "gpu-health"
 
 

@@ -8,8 +8,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.validators.conformance import base, queueing_contract
-from gpucatalog.validators.conformance.queueing_contract import Dept, Team
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.queueing import contract as queueing_contract
+from gpucatalog.validators.conformance.queueing.contract import Dept, Team
 
 
 def test_tree_walks_parents_first() -> None:

@@ -13,8 +13,10 @@ import pytest
 
 from gpucatalog.gpuhealth import engine
 from gpucatalog.gpuhealth.xidpolicy import Action
-from gpucatalog.validators.conformance import base, fault_remediation, kube_client, remediation_env
-from gpucatalog.validators.conformance import remediation_contract as rc
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.remediation import contract as rc
+from gpucatalog.validators.conformance.remediation import env as remediation_env
+from gpucatalog.validators.conformance.remediation import fault_remediation
 
 NOW = 1_800_000_000.0
 

@@ -20,7 +20,10 @@ from typing import Any
 import pytest
 
 from gpucatalog.clusters import slurm
-from gpucatalog.validators.conformance import base, slurm_cli, slurm_drain, slurm_steps
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.slurm import cli as slurm_cli
+from gpucatalog.validators.conformance.slurm import drain as slurm_drain
+from gpucatalog.validators.conformance.slurm import steps as slurm_steps
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 

@@ -12,7 +12,8 @@ import pytest
 
 from gpucatalog.clusters import slurm
 from gpucatalog.clusters.slurm import cleanup
-from gpucatalog.validators.conformance import base, slurm_suite
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.slurm import suite as slurm_suite
 from tests.conftest import RenderChart
 from tests.plugins.slurm_cluster import have_slurm
 

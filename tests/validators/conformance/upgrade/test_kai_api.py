@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 
 from gpucatalog.catalog import loader, render
-from gpucatalog.validators.conformance import base, kai_params, kai_pods, kube_client, upgrade_kai
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kai import pods as kai_pods
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.upgrade import kai as upgrade_kai
 from tests.validators.conformance import fake_kai
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 GPU = "nvidia.com/gpu"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from gpucatalog.validators.conformance import upgrade_probe
+from gpucatalog.validators.conformance.upgrade import probe as upgrade_probe
 
 
 class Timed(upgrade_probe.Prober):

@@ -1,4 +1,4 @@
-"""upgrade_slurm on hand-made Slinky objects and snapshots: partitions and GPU NodeSets are read
+"""``upgrade.slurm`` on hand-made Slinky objects and snapshots: partitions and GPU NodeSets are read
 from the rendering, and every lost job or partition is named."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.validators.conformance import base, slurm_cli, upgrade_slurm
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.slurm import cli as slurm_cli
+from gpucatalog.validators.conformance.upgrade import slurm as upgrade_slurm
 
 CONF = ("GresTypes=gpu\nPartitionName=batch Nodes=h100,h200 PriorityTier=1 Default=YES State=UP\n"
         "PartitionName=priority Nodes=h100,h200 PriorityTier=10 State=UP\n")

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from gpucatalog.validators.conformance import upgrade_state as us
+from gpucatalog.validators.conformance.upgrade import state as us
 
 CQ = us.queue_key("ClusterQueue", "vision")
 LQ = us.queue_key("LocalQueue", "vision", "vision")
