@@ -36,7 +36,7 @@ from gpucatalog.clusters import shapes
 from gpucatalog.clusters.sim import SimCluster, dra, drapublisher, nodefs, procs
 from gpucatalog.core import executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.conformance import dra_workspace
+from gpucatalog.validators.conformance.dra import workspace as dra_workspace
 
 SHAPE = "h100-80gb-x8"
 NS = "bench-dra"

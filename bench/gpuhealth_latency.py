@@ -16,8 +16,9 @@ import statistics
 import time
 
 from gpucatalog.clusters.sim.cluster import SimCluster
-from gpucatalog.validators.conformance import base, remediation_env
-from gpucatalog.validators.conformance import remediation_contract as rc
+from gpucatalog.validators.conformance.kit import base
+from gpucatalog.validators.conformance.remediation import contract as rc
+from gpucatalog.validators.conformance.remediation import env as remediation_env
 
 
 def pct(values: list[float], q: float) -> float:

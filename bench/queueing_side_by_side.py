@@ -29,8 +29,10 @@ from typing import Any
 from gpucatalog.catalog import install, loader, render
 from gpucatalog.clusters.sim import SimCluster
 from gpucatalog.core import errors
-from gpucatalog.validators.conformance import base, gpu_inventory, queueing_adapters, queueing_contract
-from gpucatalog.validators.conformance.queueing_contract import Dept, Team
+from gpucatalog.validators.conformance.kit import base, gpu_inventory
+from gpucatalog.validators.conformance.queueing import contract as queueing_contract
+from gpucatalog.validators.conformance.queueing.contract import Dept, Team
+from gpucatalog.validators.conformance.queueing_suites import adapters as queueing_adapters
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = {"kueue": ("gpu-queueing@0.1.0", ("kueue", "team-queues")),

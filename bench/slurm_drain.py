@@ -24,7 +24,7 @@ from typing import Any
 from slurm_start import spec
 
 from gpucatalog.clusters import slurm
-from gpucatalog.validators.conformance.slurm_cli import Slurm
+from gpucatalog.validators.conformance.slurm.cli import Slurm
 
 
 def hook_for(conf: str, cli: Slurm) -> tuple[str, Any, Any]:

@@ -33,7 +33,7 @@ from kubernetes import client
 from gpucatalog.catalog import install, loader, render
 from gpucatalog.clusters.sim.cluster import SimCluster
 from gpucatalog.gpuhealth.engine import parse_ts
-from gpucatalog.validators.conformance.slurm_cli import Slurm
+from gpucatalog.validators.conformance.slurm.cli import Slurm
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "gpu-health:"

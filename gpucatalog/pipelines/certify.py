@@ -21,7 +21,8 @@ from gpucatalog.core import errors
 from gpucatalog.pipelines import cluster_facts, evidence, fault_injection, keys, logscan
 from gpucatalog.toolchain import build, releases
 from gpucatalog.validators import bundle_checks
-from gpucatalog.validators.conformance import SUITES, base
+from gpucatalog.validators.conformance import SUITES
+from gpucatalog.validators.conformance.kit import base
 
 Say = Callable[[str], None]
 

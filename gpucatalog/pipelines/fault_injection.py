@@ -5,7 +5,7 @@ what the evidence says about it (``cluster.faultInjection``: ``sim``, ``pod`` or
   the readings the real probes read into its node folders), else none: the cases that need a
   fault are not run and their suite is incomplete, never passed;
 * ``--inject-faults`` (``auto``): the same, except that a provider without an injector gets the
-  pod injector (:mod:`gpucatalog.validators.conformance.pod_injector`): synthetic XID lines
+  pod injector (:mod:`gpucatalog.validators.conformance.kit.pod_injector`): synthetic XID lines
   written into the nodes' kernel logs by a privileged pod running the bundle's own gpu-health
   image;
 * ``--inject-faults=pod``: the pod injector on any provider (the sim included, to test it).
@@ -27,7 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from gpucatalog.catalog import render
 from gpucatalog.clusters import provider as providers
 from gpucatalog.core import errors
-from gpucatalog.validators.conformance import pod_injector
+from gpucatalog.validators.conformance.kit import pod_injector
 
 MODES = ("auto", "pod")
 

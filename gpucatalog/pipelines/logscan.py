@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gpucatalog.catalog import render
 from gpucatalog.core import kubeapi
-from gpucatalog.validators.conformance import base
+from gpucatalog.validators.conformance.kit import base
 
 MAX_MATCHES = 20  # per component, in the evidence
 MAX_LINE = 300  # characters of a matching line kept

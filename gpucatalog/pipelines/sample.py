@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.validators.conformance import base
+from gpucatalog.validators.conformance.kit import base
 
 NODES = [{"name": f"sim-h100-{i}", "gpus": 8, "product": "NVIDIA-H100-80GB-HBM3"} for i in range(3)]
 

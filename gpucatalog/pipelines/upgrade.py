@@ -8,9 +8,9 @@ renderings are compared (``upgrade_rules``): a refusal is bad input (exit 2), an
 change fails the certification.
 
 On the cluster, after OLD is installed as ``certify`` installs it: the workload set
-(``upgrade_kueue``, ``upgrade_kai``, ``upgrade_slurm``) runs in the teams' queues, probes
-measure the scheduling gap (``upgrade_probe``), NEW is applied (CRDs Helm would skip, server-side, then every release in
-the bundle's order), and ``upgrade_state`` compares before and after. With ``--rollback`` OLD is
+(``upgrade.kueue``, ``upgrade.kai``, ``upgrade.slurm``) runs in the teams' queues, probes
+measure the scheduling gap (``upgrade.probe``), NEW is applied (CRDs Helm would skip, server-side, then every release in
+the bundle's order), and ``upgrade.state`` compares before and after. With ``--rollback`` OLD is
 then applied again and the same checks run. Then the work is removed and the suites of the
 version the cluster ends on run.
 """
@@ -38,18 +38,15 @@ from gpucatalog.pipelines import (
 )
 from gpucatalog.toolchain import build
 from gpucatalog.validators import bundle_checks
-from gpucatalog.validators.conformance import (
-    SUITES,
-    base,
-    kai_params,
-    kube_client,
-    kueue_adapter,
-    slurm_cli,
-    upgrade_kai,
-    upgrade_kueue,
-    upgrade_probe,
-    upgrade_slurm,
-)
+from gpucatalog.validators.conformance import SUITES
+from gpucatalog.validators.conformance.kai import params as kai_params
+from gpucatalog.validators.conformance.kit import base, kube_client
+from gpucatalog.validators.conformance.kueue import adapter as kueue_adapter
+from gpucatalog.validators.conformance.slurm import cli as slurm_cli
+from gpucatalog.validators.conformance.upgrade import kai as upgrade_kai
+from gpucatalog.validators.conformance.upgrade import kueue as upgrade_kueue
+from gpucatalog.validators.conformance.upgrade import probe as upgrade_probe
+from gpucatalog.validators.conformance.upgrade import slurm as upgrade_slurm
 from gpucatalog.validators.static import upgrade_rules
 
 Say = Callable[[str], None]

@@ -15,7 +15,7 @@ import pytest
 from gpucatalog.catalog import readiness
 from gpucatalog.core import executor
 from gpucatalog.toolchain import build
-from gpucatalog.validators.conformance import kube_client
+from gpucatalog.validators.conformance.kit import kube_client
 from tests.validators.conformance.apiserver import api_server
 
 pytestmark = pytest.mark.integration

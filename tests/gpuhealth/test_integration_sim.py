@@ -16,7 +16,8 @@ NAMESPACE = "gpu-health"
 
 
 def test_fault_remediation_suite_passes_on_sim(gpu_health_cluster: Any) -> None:
-    from gpucatalog.validators.conformance import base, fault_remediation
+    from gpucatalog.validators.conformance.kit import base
+    from gpucatalog.validators.conformance.remediation import fault_remediation
 
     logs: list[str] = []
     ctx = base.SuiteContext(
@@ -68,7 +69,9 @@ def test_idle_case_fails_when_idle_links_are_judged(gpu_health_cluster: Any) -> 
 
     from kubernetes import client
 
-    from gpucatalog.validators.conformance import base, fault_remediation, remediation_env
+    from gpucatalog.validators.conformance.kit import base
+    from gpucatalog.validators.conformance.remediation import env as remediation_env
+    from gpucatalog.validators.conformance.remediation import fault_remediation
 
     ctx = base.SuiteContext(kubeconfig=gpu_health_cluster.kubeconfig(),
                             params={"inject_fault": gpu_health_cluster.inject_fault, "gpu_health_namespace": NAMESPACE})

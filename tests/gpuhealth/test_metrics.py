@@ -17,7 +17,7 @@ import pytest
 
 from gpucatalog.gpuhealth import main, metrics, parse_nvsmi, probes
 from gpucatalog.gpuhealth.findings import Expectations, Observation
-from gpucatalog.validators.conformance import prom_text
+from gpucatalog.validators.conformance.metrics import prom_text
 
 from . import smi_corpus
 from .conftest import SimNode, fixture_text

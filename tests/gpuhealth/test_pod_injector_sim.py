@@ -12,13 +12,9 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.validators.conformance import (
-    base,
-    fault_remediation,
-    kube_client,
-    pod_injector,
-    remediation_env,
-)
+from gpucatalog.validators.conformance.kit import base, kube_client, pod_injector
+from gpucatalog.validators.conformance.remediation import env as remediation_env
+from gpucatalog.validators.conformance.remediation import fault_remediation
 
 from .conftest import GPU_HEALTH_NAMESPACE
 

@@ -9,7 +9,7 @@ import pytest
 
 from gpucatalog.core import errors
 from gpucatalog.pipelines import dsse, evidence, keys
-from gpucatalog.validators.conformance import base
+from gpucatalog.validators.conformance.kit import base
 
 MakeEvidence = Callable[..., Path]
 DIGEST_A = "sha256:" + "a1" * 32  # the default digest of make_evidence (tests.plugins.pipelines)

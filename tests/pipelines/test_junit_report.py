@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpucatalog.pipelines import evidence, junit, report, sample, screenshot
-from gpucatalog.validators.conformance import base
+from gpucatalog.validators.conformance.kit import base
 
 
 def _statement(suites: list[Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 
 from gpucatalog.catalog import loader, render
 from gpucatalog.pipelines import logscan
-from gpucatalog.validators.conformance import kube_client
+from gpucatalog.validators.conformance.kit import kube_client
 from tests.validators.conformance.apiserver import api_server
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ import yaml
 
 from gpucatalog.core import executor
 from gpucatalog.pipelines import evidence, keys, sample, trust
-from gpucatalog.validators.conformance import base
+from gpucatalog.validators.conformance.kit import base
 
 DIGEST_A = "sha256:" + "a1" * 32
 DIGEST_B = "sha256:" + "b2" * 32

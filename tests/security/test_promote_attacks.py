@@ -115,7 +115,7 @@ def test_suite_with_cases_not_run_never_promotes(catalog_dir: Path, ci_key: keys
 
 
 def test_certify_writes_incomplete_for_a_case_not_run(tmp_path: Path, ci_key: keys.GeneratedKey) -> None:
-    from gpucatalog.validators.conformance import base
+    from gpucatalog.validators.conformance.kit import base
 
     def not_run(_c: base.SuiteContext, _r: base.CaseResult) -> None:
         raise base.CaseNotRun("this cluster offers no fault injection")

@@ -5,11 +5,11 @@ so the same suite runs on the sim cluster, kind, and a real GPU cluster.
 """
 
 SUITES: dict[str, str] = {
-    "fractional_gpu": "gpucatalog.validators.conformance.fractional_gpu",
-    "quota_reclaim": "gpucatalog.validators.conformance.quota_reclaim",
-    "gang": "gpucatalog.validators.conformance.gang",
-    "fault_remediation": "gpucatalog.validators.conformance.fault_remediation",
-    "slurm": "gpucatalog.validators.conformance.slurm_suite",
-    "gpu_sharing_dra": "gpucatalog.validators.conformance.gpu_sharing_dra",
-    "accelerator_metrics": "gpucatalog.validators.conformance.accelerator_metrics",
+    "fractional_gpu": "gpucatalog.validators.conformance.kai.fractional_gpu",
+    "quota_reclaim": "gpucatalog.validators.conformance.queueing_suites.quota_reclaim",
+    "gang": "gpucatalog.validators.conformance.queueing_suites.gang",
+    "fault_remediation": "gpucatalog.validators.conformance.remediation.fault_remediation",
+    "slurm": "gpucatalog.validators.conformance.slurm.suite",
+    "gpu_sharing_dra": "gpucatalog.validators.conformance.dra.gpu_sharing_dra",
+    "accelerator_metrics": "gpucatalog.validators.conformance.metrics.accelerator_metrics",
 }

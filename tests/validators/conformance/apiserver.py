@@ -2,7 +2,7 @@
 need the real API but no nodes or controllers: CRD acceptance, strict decoding, and the KAI
 suites' fail-fast preflight. Bound to 127.0.0.1; torn down with its processes' group.
 
-Used by tests/validators/conformance/test_kai_suites_api.py until the sim cluster fixture replaces it.
+Used by tests/validators/conformance/kai/test_suites_api.py until the sim cluster fixture replaces it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ GPU memory, a binder that never releases a shared GPU …). Not a KAI model: eac
 ``runai-gpu-group`` label, a reservation pod holding the shared GPU, or a PodScheduled=False
 condition with a reason. Also makes the KAI component Deployments and pods look ready.
 
-Used by tests/validators/conformance/test_kai_cases_api.py and test_upgrade_kai_api.py.
+Used by tests/validators/conformance/kai/test_cases_api.py and upgrade/test_kai_api.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.validators.conformance import kai_pods, kube_client
+from gpucatalog.validators.conformance.kai import pods as kai_pods
+from gpucatalog.validators.conformance.kit import kube_client
 
 SCHEDULER = "kai-scheduler"
 NAMESPACES = ("conformance-", "tenant-", "upgrade-")  # the suites' workspaces, other tenants, upgrade work

@@ -138,6 +138,7 @@ def test_operator_ci_scenario(tmp_path: Any, render_chart: RenderChart) -> None:
 
 
 def test_suite_is_registered() -> None:
-    from gpucatalog.validators.conformance import SUITES, slurm_suite
+    from gpucatalog.validators.conformance import SUITES
+    from gpucatalog.validators.conformance.slurm import suite as slurm_suite
 
     assert SUITES["slurm"] == slurm_suite.__name__
