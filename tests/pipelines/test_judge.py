@@ -19,7 +19,7 @@ from gpucatalog import cli
 from gpucatalog.cli import promote as promote_cli
 from gpucatalog.core import errors
 from gpucatalog.pipelines import ai_conformance, evidence, judge, keys, matrix, policy, promote, upgrade
-from gpucatalog.validators.conformance import base
+from gpucatalog.validators.conformance.kit import base
 
 MakeEvidence = Callable[..., Path]
 DIGEST_A = "sha256:" + "a1" * 32
