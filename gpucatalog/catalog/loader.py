@@ -158,6 +158,7 @@ def _parse_bundle(doc: yamlfile.Document) -> model.Bundle:
         profiles=profiles,
         suites=tuple(spec.get("suites", [])),
         source_file=doc.path,
+        user_supplied_images=tuple(spec.get("userSuppliedImages", [])),
     )
 
 

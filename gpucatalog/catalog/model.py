@@ -130,6 +130,8 @@ class Bundle:
     profiles: dict[str, Profile]
     suites: tuple[str, ...]
     source_file: Path
+    # image repositories whose program the user brings (an image-map overlay may map only these)
+    user_supplied_images: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:

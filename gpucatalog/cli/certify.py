@@ -65,6 +65,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--outside-range", action="store_true",
                    help="probe a Kubernetes release outside a component's declared range; the evidence says the "
                         "result is exploratory (never promotable)")
+    p.add_argument("--exploratory", action="store_true",
+                   help="with --image-map: also map images the bundle does not declare user-supplied "
+                        "(spec.userSuppliedImages); the evidence says the result is exploratory (never promotable)")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -86,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         inject_faults=args.inject_faults,
         kubernetes=args.kubernetes,
         outside_range=args.outside_range,
+        exploratory=args.exploratory,
     )
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if args.upgrade_from is not None and not args.upgrade_from.strip():
@@ -118,9 +122,12 @@ def _table(o: certify.Outcome) -> None:
     console.print(t)
     verdict = o.result.upper()
     note = " (a required case was not run: incomplete is not passed)" if o.result == "incomplete" else ""
-    if o.exploratory:
+    if o.cluster.get("outsideRange"):
         note += (f" (EXPLORATORY: Kubernetes {o.cluster.get('requestedKubernetes')} is outside the declared range: "
                  f"{'; '.join(o.cluster.get('outsideRange') or [])}; never promotable)")
+    if o.cluster.get("undeclaredImages"):
+        note += (f" (EXPLORATORY: the image map ran your binaries for images the bundle does not declare "
+                 f"user-supplied: {', '.join(o.cluster['undeclaredImages'])}; never promotable)")
     print(f"{verdict} in {o.finished - o.started:.0f}s{note}")
     for note in o.notes:
         print(note)

@@ -15,8 +15,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from gpucatalog.catalog import install, model, render, versions
+from gpucatalog.catalog import install, model, render, resolve, versions
 from gpucatalog.clusters import provider as providers
+from gpucatalog.clusters.sim import imagemap
 from gpucatalog.core import errors
 from gpucatalog.pipelines import cluster_facts, evidence, fault_injection, keys, logscan
 from gpucatalog.toolchain import build, releases
@@ -45,6 +46,8 @@ class Options:
     inject_faults: str | None = None
     kubernetes: str | None = None  # a listed release (``1.35``) to start the cluster at; None: the default
     outside_range: bool = False  # probe a release outside a component's range; the result is exploratory
+    # map images the bundle does not declare user-supplied (--image-map); the result is exploratory
+    exploratory: bool = False
 
 
 @dataclass
@@ -68,7 +71,8 @@ class Outcome:
 
     @property
     def exploratory(self) -> bool:
-        """Run outside a component's declared Kubernetes range (``--outside-range``)."""
+        """Run outside a component's declared Kubernetes range (``--outside-range``), or with
+        images mapped that the bundle does not declare user-supplied (``--exploratory``)."""
         return bool(self.cluster.get("exploratory"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,7 +159,26 @@ def _what_ran(prov: providers.ClusterProvider, info: dict[str, Any]) -> list[bas
     info["images"] = prov.mapped_images()
     wrong = [f"{m['image']} ran as tag {', '.join(m['tags'])} but {m['executable']} reports {m['version']}"
              for m in info["images"] if m["live"] and not m["version_matches"]]
+    wrong += [why for m in info["images"] for why in m.get("refused") or []]
     return [_failed_step("image-map", "; ".join(wrong), 0.0)] if wrong else []
+
+
+def _check_image_map(cat: model.Catalog, rb: render.RenderedBundle, kind: str, opts: Options,
+                     info: dict[str, Any]) -> None:
+    """An image map stands in only for what the user must bring: mapping an image the bundle does
+    not declare (``spec.userSuppliedImages``) is bad input (exit 2) before any cluster starts,
+    unless the run is ``--exploratory``, whose evidence says so and never promotes."""
+    path = opts.image_map if opts.image_map is not None else (imagemap.from_env() if kind == "sim" else None)
+    if path is None:
+        return
+    declared = resolve.find_bundle(cat, rb.ref).user_supplied_images
+    undeclared = imagemap.check_declared(path, declared)
+    if not undeclared:
+        return
+    if not opts.exploratory:
+        raise imagemap.undeclared_error(path, undeclared, declared, rb.ref)
+    info["exploratory"] = True
+    info["undeclaredImages"] = undeclared
 
 
 def _add_node_groups(prov: providers.ClusterProvider, kind: str, groups: list[Any], say: Say) -> None:
@@ -243,6 +266,7 @@ def run(cat: model.Catalog, opts: Options, say: Say) -> Outcome:
     cluster_info: dict[str, Any] = {"provider": kind, "profile": profile}
     if release is not None:
         _check_range(rb, release, opts, cluster_info)
+    _check_image_map(cat, rb, kind, opts, cluster_info)
     results: list[base.SuiteResult] = []
     say("static validation")
     t0 = time.monotonic()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -81,15 +82,40 @@ class MappedBinary:
         return d
 
 
-def load(path: Path) -> list[MappedBinary]:
-    """The overlay at ``path``, validated (exit 2 naming file and field on any problem)."""
+def repository_of(image: str) -> str:
+    """An overlay entry's repository: ``ghcr.io/x/y:v1`` -> ``ghcr.io/x/y`` (a port stays)."""
+    last = image.rsplit("/", 1)[-1]
+    return image[: len(image) - len(last)] + last.split(":", 1)[0]
+
+
+def _parse(path: Path) -> tuple[Path, list[yamlfile.Document], dict[str, Any]]:
     path = path.expanduser()
     if not path.is_file():
         raise errors.NotFoundError(f"image map not found: {path}", field="--image-map",
                                    expected=f"a {KIND} YAML file")
     text = yamlfile.read_text(path)
     doc = yamlfile.parse_documents(text, path)
-    data = yamlfile.parse_one(text, path, SCHEMA)
+    return path, doc, yamlfile.parse_one(text, path, SCHEMA)
+
+
+def check_declared(path: Path, declared: Sequence[str]) -> list[str]:
+    """The images of the overlay at ``path`` whose repository ``declared`` (a bundle's
+    ``spec.userSuppliedImages``) does not list; schema-checked only, nothing run or hashed."""
+    _path, _doc, data = _parse(path)
+    return [e["image"] for e in data["images"] if repository_of(e["image"]) not in declared]
+
+
+def undeclared_error(path: Path, undeclared: Sequence[str], declared: Sequence[str], bundle: str) -> errors.InputError:
+    return errors.InputError(
+        f"maps {', '.join(undeclared)}, which {bundle} does not declare user-supplied: an image map may stand in "
+        f"only for what the user must bring", path=str(path.expanduser()), field="images[].image",
+        expected=f"only images of the bundle's spec.userSuppliedImages ({', '.join(declared) or 'none'}), or "
+                 "--exploratory (the evidence is then exploratory, never promotable)")
+
+
+def load(path: Path) -> list[MappedBinary]:
+    """The overlay at ``path``, validated (exit 2 naming file and field on any problem)."""
+    path, doc, data = _parse(path)
     out: list[MappedBinary] = []
     seen: set[str] = set()
     for i, e in enumerate(data["images"]):
@@ -111,6 +137,36 @@ def load(path: Path) -> list[MappedBinary]:
         out.append(MappedBinary(image=e["image"], executable=str(exe), entrypoint=e["entrypoint"],
                                 version_args=version_args, sha256=binversion.sha256(exe),
                                 version=binversion.reported_version(exe, version_args)))
+    return out
+
+
+def changed(b: MappedBinary) -> str:
+    """Why ``b``'s executable may not run now: '' when its content is what was recorded at load.
+    The sim kubelet asks before each start: a file replaced after the cluster started is refused
+    instead of running unnoticed under the recorded sha256."""
+    try:
+        now = binversion.sha256(Path(b.executable))
+    except OSError as exc:
+        return f"{b.executable} (for {b.image}) cannot be read: {exc.strerror}"
+    if now == b.sha256:
+        return ""
+    return (f"{b.executable} (for {b.image}) changed after the image map was loaded: recorded {b.sha256}, "
+            f"now {now}; restart the cluster to run the new file")
+
+
+def note_refused(log: Path, b: MappedBinary, why: str) -> None:
+    """Keep, with the cluster, that ``b`` was refused at a start (``refused`` reads it back)."""
+    with log.open("a") as f:
+        f.write(json.dumps({"image": b.image, "executable": b.executable, "reason": why}) + "\n")
+
+
+def refused(log: Path) -> dict[str, list[str]]:
+    """Image -> why each refused start was refused (``note_refused``)."""
+    out: dict[str, list[str]] = {}
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            rec = json.loads(line)
+            out.setdefault(rec["image"], []).append(rec["reason"])
     return out
 
 

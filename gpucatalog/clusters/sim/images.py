@@ -42,6 +42,8 @@ class ImageEntry:
     # what a sim-only program stands in for ('' when the image's own program runs): evidence
     # lists such pods as simulated, never as live
     stand_in: str = ""
+    # an overlay entry's recorded binary (sha256 at load), checked again before each start
+    binary: imagemap.MappedBinary | None = None
 
 
 def repository(ref: str) -> str:
@@ -77,7 +79,7 @@ def entry_of(b: imagemap.MappedBinary) -> ImageEntry:
     """An overlay entry: the executable stands in for the image's entrypoint program, whether a
     container leaves ``command`` unset or names that program (by path or file name)."""
     program = (b.executable,)
-    return ImageEntry(image=b.image, entrypoint=program, executable=b.executable,
+    return ImageEntry(image=b.image, entrypoint=program, executable=b.executable, binary=b,
                       commands={b.entrypoint: program, b.entrypoint.rsplit("/", 1)[-1]: program})
 
 
@@ -100,6 +102,15 @@ def lookup(ref: str, table: Table | None = None) -> ImageEntry | None:
     """The entry for ``ref``: its repository and tag's, else its repository's."""
     t = image_map() if table is None else table
     return t.get(tagged(ref)) or t.get(repository(ref))
+
+
+def changed(ref: str, table: Table | None = None) -> tuple[imagemap.MappedBinary | None, str]:
+    """For an image served by an overlay entry: its binary, and why it may not start ('' when its
+    executable is still the file recorded at load)."""
+    entry = lookup(ref, table)
+    if entry is None or entry.binary is None:
+        return None, ""
+    return entry.binary, imagemap.changed(entry.binary)
 
 
 def argv_for(container: dict[str, Any], table: Table | None = None) -> list[str]:

@@ -38,6 +38,7 @@ from typing import Any
 
 from gpucatalog.clusters.sim import (
     egress,
+    imagemap,
     images,
     netns,
     nodefs,
@@ -161,6 +162,9 @@ class Kubelet:
             started = podrun.now()
             code = 0
             if images.lookup(c.image or "") is not None:
+                why = self._changed(c.image or "")
+                if why:
+                    raise errors.InputError(f"init container {c.name}: {why}")
                 argv = images.argv_for(self.api.sanitize_for_serialization(c))
                 if argv and argv[0] in ("python3", "python"):
                     argv[0] = sys.executable
@@ -196,7 +200,20 @@ class Kubelet:
             if exc.status != 404:
                 print(f"status of {run.namespace}/{run.name}: {exc.status} {exc.reason}", flush=True)
 
+    def _changed(self, image: str) -> str:
+        """Why a container of ``image`` may not start: its mapped executable is no longer the file
+        hashed when the image map was loaded ('' when it is, or the image is not mapped by one)."""
+        binary, why = images.changed(image)
+        if binary is not None and why:
+            imagemap.note_refused(self.lay.image_map_refused, binary, why)
+            print(f"refusing to start {image}: {why}", flush=True)
+        return why
+
     def spawn(self, run: podrun.PodRun, cont: podrun.Container) -> None:
+        why = self._changed(cont.image)
+        if why:  # reported as a runtime reports a container it cannot create; never retried
+            cont.state, cont.reason, cont.message = "waiting", "StartError", why
+            return
         if cont.log is not None:
             cont.log.start(cont.restarts)
         cont.probes = probes.ContainerProbes.of(cont.spec, time.monotonic())

@@ -85,6 +85,11 @@ class Layout:
         return self.root / "image-map.json"
 
     @property
+    def image_map_refused(self) -> Path:
+        """Starts the sim kubelet refused because a mapped executable changed after load (JSON lines)."""
+        return self.root / "image-map-refused.jsonl"
+
+    @property
     def kwok_config(self) -> Path:
         return self.root / "kwok.yaml"
 

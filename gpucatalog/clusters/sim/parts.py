@@ -6,8 +6,9 @@ and judged by the cluster's own image map (shipped + its overlay): a pod ran liv
 bound, every image is mapped, and the sim kubelet started a process for each container (its
 status carries a ``sim://<pid>`` container ID); a mapped pod the sim kubelet never started
 (StartError, still creating) is not live. Any other pod's status was only simulated by kwok.
-Each overlay image is listed with its executable's sha256 and reported version, and the pods
-that really ran it.
+Each overlay image is listed with its executable's sha256 and reported version, as user-supplied,
+with the pods that really ran it and any start the sim kubelet refused because the file changed
+after it was hashed.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def mapped_images(lay: Layout, core: Any) -> list[dict[str, Any]]:
     ran it and their image tags; ``live`` only when at least one did; ``version_matches`` False
     when a tag that ran is a version and the executable reports another one."""
     pods = _pods(lay, core)
+    refused = imagemap.refused(lay.image_map_refused)
     out = []
     for b in imagemap.read(lay.image_map):
         # the pods whose image this entry served (a tag's own entry comes before its repository's)
@@ -66,18 +68,23 @@ def mapped_images(lay: Layout, core: Any) -> list[dict[str, Any]]:
         tags = sorted({ref[len(images.repository(ref)):].lstrip(":").split("@")[0] for _n, ref in ran} - {""})
         versions = [t for t in tags if binversion.VERSION.fullmatch(t)]
         out.append({**b.to_dict(), "ran": sorted({n for n, _ref in ran}), "tags": tags, "live": bool(ran),
-                    "version_matches": all(t.lstrip("v") == b.version.lstrip("v") for t in versions)})
+                    "version_matches": all(t.lstrip("v") == b.version.lstrip("v") for t in versions),
+                    # the user's binary, never the project's: an overlay maps only what the user brings
+                    "userSupplied": True,
+                    # starts refused because the file changed after load (it never ran under this sha256)
+                    "refused": sorted(set(refused.get(b.image, [])))})
     return out
 
 
 def _binary_lines(lay: Layout, core: Any) -> tuple[list[str], list[str]]:
     live, not_run = [], []
     for m in mapped_images(lay, core):
-        what = f"image {m['image']} -> {m['executable']} ({m['sha256']}, reports {m['version']})"
+        what = f"image {m['image']} -> {m['executable']} ({m['sha256']}, reports {m['version']}, user-supplied)"
         if m["live"]:
             live.append(what + ": ran in " + ", ".join(m["ran"]))
         else:
             not_run.append(what + ": mapped, but no pod ran it")
+        not_run += [what + f": a start refused: {why}" for why in m["refused"]]
     return live, not_run
 
 

@@ -138,14 +138,14 @@ def test_cluster_up_and_certify_refuse_a_bad_overlay_before_anything_starts(
 @pytest.mark.toolchain
 def test_certify_refuses_a_bad_overlay_and_a_provider_without_image_maps(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    f = overlay(tmp_path, "  - image: ghcr.io/x/y\n    executable: /nonexistent/scheduler\n    entrypoint: /a\n")
+    f = overlay(tmp_path, "  - image: ghcr.io/kai-scheduler/kai-scheduler/scheduler\n    executable: /nonexistent/scheduler\n    entrypoint: /a\n")
     name = f"byo-cert-{os.getpid()}"
     assert main(["certify", "gpu-scheduling", "--cluster", "sim", "--cluster-name", name, "--image-map", str(f)]) == 2
     assert "/nonexistent/scheduler" in capsys.readouterr().err
     assert not Layout.of(name).root.exists()
     kc = tmp_path / "kubeconfig"
     kc.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
-    good = overlay(tmp_path, f"  - image: ghcr.io/x/y\n    executable: {launcher(tmp_path)}\n    entrypoint: /a\n")
+    good = overlay(tmp_path, f"  - image: ghcr.io/kai-scheduler/kai-scheduler/scheduler\n    executable: {launcher(tmp_path)}\n    entrypoint: /a\n")
     rc = main(["certify", "gpu-scheduling", "--cluster", f"kubeconfig={kc}", "--profile", "sim",
                "--suite", "fractional_gpu", "--image-map", str(good)])
     assert rc == 2
