@@ -27,6 +27,11 @@ from typing import Any
 from gpucatalog.catalog import model, modulecrds
 from gpucatalog.core import errors, yamlfile
 
+# Bounds on a remote chart's archive (Helm's own default: 100 MiB decompressed): it is read here
+# before helm sees it, and a pinned digest says only that the bytes are the pinned ones.
+MAX_INFLATED = 100 << 20
+MAX_MEMBERS = 10_000
+
 
 @dataclass(frozen=True)
 class ResolvedChart:
@@ -165,8 +170,8 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
             path=str(cv.source_file),
             field="spec.chart.digest",
         )
-    schema_text = _read_in_tgz(tgz, "values.schema.json")
-    defaults_text = _read_in_tgz(tgz, "values.yaml")
+    schema_text = _read_in_tgz(tgz, "values.schema.json", f"{src.url} {src.version}")
+    defaults_text = _read_in_tgz(tgz, "values.yaml", f"{src.url} {src.version}")
     where = Path(f"{tgz}!values.yaml")
     try:
         schema = json.loads(schema_text) if schema_text else None
@@ -183,13 +188,37 @@ def resolve(cat: model.Catalog, cv: model.ComponentVersion) -> ResolvedChart:
     )
 
 
-def _read_in_tgz(tgz: Path, name: str) -> bytes | None:
-    """A top-level file of the chart inside its archive (``<chart>/<name>``)."""
-    with tarfile.open(tgz) as tar:
-        for member in tar.getmembers():
-            parts = member.name.split("/")
-            if len(parts) == 2 and parts[1] == name and member.isfile():
-                f = tar.extractfile(member)
-                if f is not None:
-                    return f.read()
-    return None
+def _read_in_tgz(tgz: Path, name: str, chart: str = "") -> bytes | None:
+    """A top-level file of the chart inside its archive (``<chart>/<name>``), read in one streamed
+    pass that also holds the archive to MAX_MEMBERS entries and MAX_INFLATED bytes, regular files
+    and folders only, every path inside the chart's folder: a pinned archive that inflates to GiB
+    is refused naming the chart and the limit before it is inflated."""
+    chart = chart or tgz.name
+    found: bytes | None = None
+    inflated = 0
+    top = ""  # the chart's folder: the first entry's first path element
+
+    def refuse(what: str) -> errors.InputError:
+        return errors.InputError(f"chart archive {tgz.name} of {chart} {what}", path=str(tgz), field="spec.chart",
+                                 expected=f"a Helm chart archive: at most {MAX_MEMBERS} entries and "
+                                          f"{MAX_INFLATED >> 20} MiB inflated, files and folders inside its folder")
+    try:
+        with tarfile.open(tgz, "r|*") as tar:
+            for count, member in enumerate(tar, start=1):
+                if count > MAX_MEMBERS:
+                    raise refuse(f"has more than {MAX_MEMBERS} entries")
+                inflated += max(member.size, 0)
+                if inflated > MAX_INFLATED:
+                    raise refuse(f"inflates to more than {MAX_INFLATED >> 20} MiB")
+                if not (member.isfile() or member.isdir()):
+                    raise refuse(f"holds {member.name}, which is neither a file nor a folder (a link?)")
+                parts = member.name.split("/")
+                top = top or parts[0]
+                if member.name.startswith("/") or ".." in parts or parts[0] != top or len(parts) < 2 and member.isfile():
+                    raise refuse(f"holds {member.name}, outside the chart's folder")
+                if len(parts) == 2 and parts[1] == name and member.isfile() and found is None:
+                    f = tar.extractfile(member)
+                    found = f.read() if f is not None else None
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise refuse(f"cannot be read: {exc}") from exc
+    return found
