@@ -123,21 +123,29 @@ def load(path: Path) -> list[MappedBinary]:
             raise errors.InputError(f"image {e['image']} is mapped twice", path=str(path),
                                     line=doc[0].line_of(["images", i, "image"]), field=f"images[{i}].image")
         seen.add(e["image"])
-        exe = Path(e["executable"]).expanduser()
-        exe = exe if exe.is_absolute() else (path.parent / exe)
         line, field = doc[0].line_of(["images", i, "executable"]), f"images[{i}].executable"
-        if not exe.is_file():
-            raise errors.NotFoundError(f"executable for {e['image']} not found: {exe}", path=str(path), line=line,
-                                       field=field, expected="an executable file on this host")
-        if not os.access(exe, os.X_OK):
-            raise errors.InputError(f"{exe} (for {e['image']}) is not executable", path=str(path), line=line,
-                                    field=field, expected="a file with the execute permission (chmod +x)")
-        exe = exe.resolve()
-        version_args = tuple(e.get("versionArgs") or ())
-        out.append(MappedBinary(image=e["image"], executable=str(exe), entrypoint=e["entrypoint"],
-                                version_args=version_args, sha256=binversion.sha256(exe),
-                                version=binversion.reported_version(exe, version_args)))
+        try:
+            out.append(_binary(path, e, line, field))
+        except OSError as exc:  # a name too long, a loop of links, a file unreadable
+            raise errors.InputError(f"executable for {e['image']} cannot be used: {exc.strerror}", path=str(path),
+                                    line=line, field=field, expected="an executable file on this host") from exc
     return out
+
+
+def _binary(path: Path, e: dict[str, Any], line: int | None, field: str) -> MappedBinary:
+    exe = Path(e["executable"]).expanduser()
+    exe = exe if exe.is_absolute() else (path.parent / exe)
+    if not exe.is_file():
+        raise errors.NotFoundError(f"executable for {e['image']} not found: {exe}", path=str(path), line=line,
+                                   field=field, expected="an executable file on this host")
+    if not os.access(exe, os.X_OK):
+        raise errors.InputError(f"{exe} (for {e['image']}) is not executable", path=str(path), line=line,
+                                field=field, expected="a file with the execute permission (chmod +x)")
+    exe = exe.resolve(strict=True)
+    version_args = tuple(e.get("versionArgs") or ())
+    return MappedBinary(image=e["image"], executable=str(exe), entrypoint=e["entrypoint"],
+                        version_args=version_args, sha256=binversion.sha256(exe),
+                        version=binversion.reported_version(exe, version_args))
 
 
 def changed(b: MappedBinary) -> str:
