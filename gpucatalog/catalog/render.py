@@ -93,7 +93,7 @@ def certification_contract(b: model.Bundle, profile: model.Profile) -> dict[str,
         "suites": list(b.suites),
         "suiteParams": profile.suite_params,
         "cluster": profile.cluster,
-        "userSuppliedImages": sorted(getattr(b, "user_supplied_images", ())),
+        "userSuppliedImages": sorted(b.user_supplied_images),
     }
 
 
