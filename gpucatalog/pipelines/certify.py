@@ -164,14 +164,16 @@ def _what_ran(prov: providers.ClusterProvider, info: dict[str, Any]) -> list[bas
 
 
 def _check_image_map(cat: model.Catalog, rb: render.RenderedBundle, kind: str, opts: Options,
-                     info: dict[str, Any]) -> None:
+                     info: dict[str, Any], also: render.RenderedBundle | None = None) -> None:
     """An image map stands in only for what the user must bring: mapping an image the bundle does
     not declare (``spec.userSuppliedImages``) is bad input (exit 2) before any cluster starts,
-    unless the run is ``--exploratory``, whose evidence says so and never promotes."""
+    unless the run is ``--exploratory``, whose evidence says so and never promotes. ``also``: the
+    other bundle an upgrade run installs (an image either declares may be mapped)."""
     path = opts.image_map if opts.image_map is not None else (imagemap.from_env() if kind == "sim" else None)
     if path is None:
         return
-    declared = resolve.find_bundle(cat, rb.ref).user_supplied_images
+    declared = tuple(dict.fromkeys(img for b in (rb, also) if b is not None
+                                   for img in resolve.find_bundle(cat, b.ref).user_supplied_images))
     undeclared = imagemap.check_declared(path, declared)
     if not undeclared:
         return

@@ -352,6 +352,7 @@ def run(cat: model.Catalog, opts: certify.Options, upgrade_from: str, rollback: 
     results = [certify._static_suite(findings, time.monotonic() - t0)]
     figures: dict[str, Any] = {"mode": "rollback" if rollback else "upgrade"}
     info: dict[str, Any] = {"provider": kind, "profile": profile}
+    certify._check_image_map(cat, new, kind, opts, info, also=old)
     if not findings:
         try:
             results += _on_cluster(old, new, kind, kubeconfig_path, opts, rollback, info, figures, say)
@@ -365,7 +366,7 @@ def run(cat: model.Catalog, opts: certify.Options, upgrade_from: str, rollback: 
         statement = evidence.build_statement(
             bundle=new.bundle, version=new.version, profile=profile, digest=new.digest, cluster=info,
             tools=build.versions(), suites=ran_on(results, old if rollback else new), started=started, finished=outcome.finished,
-            extra={"upgradeFrom": frm.to_dict(old), "upgrade": figures})
+            extra={"upgradeFrom": frm.to_dict(old), "upgrade": figures}, exploratory=bool(info.get("exploratory")))
         outcome.paths = evidence.write_evidence(opts.evidence_dir, statement, key_path)
         (opts.evidence_dir / "bundle.lock.json").write_text(render.canonical_json(new.lock).decode() + "\n")
         (opts.evidence_dir / "upgrade-from.lock.json").write_text(render.canonical_json(old.lock).decode() + "\n")

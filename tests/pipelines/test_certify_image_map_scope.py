@@ -57,6 +57,18 @@ def test_mapping_a_shipped_or_simulated_image_is_refused_before_any_cluster(
 
 
 @pytest.mark.toolchain
+def test_an_upgrade_run_is_held_to_the_same_rule(tmp_path: Path, no_cluster: None,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``--upgrade-from`` installs two bundles: an image either declares may be mapped, no other."""
+    f = overlay(tmp_path, f"  - image: ghcr.io/gpu-catalog/gpu-health\n    executable: {launcher(tmp_path)}\n"
+                          "    entrypoint: /a\n")
+    rc = cli.main(["certify", "gpu-scheduling@0.2.0", "--upgrade-from", "0.1.0", "--cluster", "sim",
+                   "--cluster-name", "scope", "--image-map", str(f)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "does not declare user-supplied" in err, err
+
+
+@pytest.mark.toolchain
 def test_the_environment_overlay_is_held_to_the_same_rule(tmp_path: Path, no_cluster: None,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     f = overlay(tmp_path, f"  - image: registry.k8s.io/kueue/kueue\n    executable: {launcher(tmp_path)}\n"
