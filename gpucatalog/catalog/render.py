@@ -153,7 +153,7 @@ def render_bundle(
     plan = resolve.plan(cat, ref, profile)
     b = plan.bundle
     if out_dir is not None:
-        _check_out_dir(out_dir, force, cat)
+        check_out_dir(out_dir, force, cat)
     comps: list[RenderedComponent] = []
     lock_comps: list[dict[str, Any]] = []
     for step in plan.steps:
@@ -259,7 +259,10 @@ def _file_digests(folder: Path) -> dict[str, str]:
     return out
 
 
-def _check_out_dir(out_dir: Path, force: bool, cat: model.Catalog) -> None:
+def check_out_dir(out_dir: Path, force: bool, cat: model.Catalog) -> None:
+    """Refuse ``out_dir`` unless it is new, empty, or a folder this command wrote and nobody changed
+    since (``force``: changed since is fine). Also used by ``catalog render --format`` and
+    ``install --gitops``."""
     real = out_dir.resolve()
     why = _refusal(real, cat)
     if why:
@@ -293,17 +296,29 @@ def _check_out_dir(out_dir: Path, force: bool, cat: model.Catalog) -> None:
 
 
 def _write(rb: RenderedBundle, out_dir: Path) -> None:
-    """Write into a sibling temp folder, then swap it in: never a half-written render."""
+    files = {f"{c.name}/{MANIFESTS}": c.manifest_text for c in rb.components}
+    write_files(rb, out_dir, files)
+
+
+def lock_text(rb: RenderedBundle) -> str:
+    return json.dumps(rb.lock, indent=2, sort_keys=True) + "\n"
+
+
+def write_files(rb: RenderedBundle, out_dir: Path, files: dict[str, str], fmt: str = "") -> None:
+    """Write ``files`` (relative path -> text), the lock and the marker into a sibling temp folder,
+    then swap it in: never a half-written render. ``fmt`` names a GitOps form in the marker."""
     out_dir = out_dir.resolve()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
-        for c in rb.components:
-            (tmp / c.name).mkdir()
-            (tmp / c.name / MANIFESTS).write_text(c.manifest_text)
-        (tmp / LOCK_FILE).write_text(json.dumps(rb.lock, indent=2, sort_keys=True) + "\n")
-        marker = {"writtenBy": "catalog render", "bundle": rb.ref, "profile": rb.profile, "digest": rb.digest,
-                  "files": _file_digests(tmp)}
+        for rel, text in files.items():
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / rel).write_text(text)
+        (tmp / LOCK_FILE).write_text(lock_text(rb))
+        marker: dict[str, Any] = {"writtenBy": "catalog render", "bundle": rb.ref, "profile": rb.profile,
+                                  "digest": rb.digest, "files": _file_digests(tmp)}
+        if fmt:
+            marker["format"] = fmt
         (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         tmp.chmod(0o755)
         if out_dir.exists():
