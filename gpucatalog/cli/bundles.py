@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.catalog import render, resolve
+from gpucatalog.catalog import gitops, model, render, resolve
 from gpucatalog.cli import common
-from gpucatalog.validators.static import upgrade_rules
+from gpucatalog.core import errors
+from gpucatalog.validators.static import gitops_crds, upgrade_rules
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +30,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         sub,
         "render",
         "render a bundle's manifests and bundle.lock.json",
-        ["catalog render gpu-scheduling --profile sim --out /tmp/render", "catalog render slurm@0.1.0 --profile kind --out r --force"],
+        ["catalog render gpu-scheduling --profile sim --out /tmp/render", "catalog render slurm@0.1.0 --profile kind --out r --force",
+         "catalog render gpu-queueing@0.2.0 --profile sim --format argocd --registry oci://registry.internal/gpu --out apps",
+         "catalog render gpu-queueing@0.2.0 --profile sim --format flux --registry oci://registry.internal/gpu --out flux"],
     )
     p.add_argument("bundle", metavar="BUNDLE[@VERSION]")
     p.add_argument("--profile", required=True, help="target cluster profile, e.g. sim or kind")
@@ -38,6 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace a previous render even if its files were edited since (never a folder render did not write)")
     p.add_argument("--json", action="store_true", help="print the lock as JSON")
+    add_gitops_args(p, default="helm")
     p.set_defaults(func=cmd_render)
 
     p = common.add_subparser(
@@ -111,15 +115,50 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_gitops_args(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--format", choices=gitops.FORMATS, default=default,
+                   help=f"helm: one manifests folder per component; argocd: an Application per component "
+                   f"(sync waves); flux: OCIRepository + HelmRelease per component (dependsOn); helmfile: one "
+                   f"helmfile.yaml (needs). Default: {default}")
+    p.add_argument("--registry", metavar="oci://HOST/PATH",
+                   help="where `catalog publish` pushed the bundle's charts; needed by argocd/flux/helmfile "
+                   "for any chart of this repository (every chart is then taken from there)")
+
+
+def write_gitops(cat: model.Catalog, rb: render.RenderedBundle, fmt: str, registry: str | None, out: Path,
+                 force: bool) -> dict[str, str]:
+    """Write the ``fmt`` form of ``rb`` into ``out`` (render's --out rules), checked against the
+    pinned CRDs of its tool first: exit 1 naming each finding, and nothing written."""
+    render.check_out_dir(out, force, cat)
+    files = gitops.generate(cat, rb, fmt, registry)
+    findings = gitops_crds.check(fmt, gitops.objects(files), rb.kube_version)
+    if findings:
+        raise errors.CheckFailed(f"the {fmt} form of {rb.ref} does not match its CRDs; nothing written", findings)
+    render.write_files(rb, out, files, fmt)
+    return files
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     cat = common.load(args)
+    if args.format == "helm" and args.registry:
+        raise errors.InputError("--registry is for --format argocd, flux or helmfile", field="--registry")
     with common.progress(f"rendering {args.bundle} for profile {args.profile}"):
-        rb = render.render_bundle(cat, args.bundle, args.profile, args.out, force=args.force)
+        if args.format == "helm":
+            rb = render.render_bundle(cat, args.bundle, args.profile, args.out, force=args.force)
+        else:
+            render.check_out_dir(args.out, args.force, cat)  # refused before the render's minutes
+            rb = render.render_bundle(cat, args.bundle, args.profile)
+            files = write_gitops(cat, rb, args.format, args.registry, args.out, args.force)
     if args.json:
         common.print_json(rb.lock)
-    else:
+    elif args.format == "helm":
         for c in rb.components:
             print(f"{c.name:18} {c.version:10} {len(c.objects):4} objects  {args.out / c.name / render.MANIFESTS}")
+        print(f"digest {rb.digest}")
+        print(str(args.out / render.LOCK_FILE))
+    else:
+        for rel in sorted(files):
+            print(str(args.out / rel))
         print(f"digest {rb.digest}")
         print(str(args.out / render.LOCK_FILE))
     return 0
