@@ -11,12 +11,19 @@ from typing import Any
 from gpucatalog.catalog import gitops, model, render, resolve
 from gpucatalog.cli import common
 from gpucatalog.core import errors
+from gpucatalog.pipelines import channel_status
 from gpucatalog.validators.static import gitops_crds, upgrade_rules
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = common.add_subparser(sub, "list", "list bundles and their versions", ["catalog list", "catalog list --json"])
+    p = common.add_subparser(
+        sub, "list", "list bundles and their versions, or with --channels where each is promoted "
+        "(exit 1 when a promoted version no longer verifies)",
+        ["catalog list", "catalog list --json", "catalog list --channels", "catalog list --channels --json"])
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--channels", action="store_true",
+                   help="per bundle version: the channels holding it, profiles and Kubernetes releases certified, "
+                   "when, signed by whom, and whether its evidence and today's render still match")
     p.set_defaults(func=cmd_list)
 
     p = common.add_subparser(
@@ -61,6 +68,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     cat = common.load(args)
+    if args.channels:
+        return _print_channels(channel_status.holdings(cat), args.json, "no bundle version is promoted to any channel")
     names = sorted({n for (n, _v) in cat.bundles})
     rows = [
         {
@@ -103,6 +112,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         "profiles": sorted(b.profiles),
         "suites": list(b.suites),
     }
+    held = channel_status.holdings(cat, b.name, b.version)
+    data["channels"] = [h.to_json() for h in held]
     if args.json:
         common.print_json(data)
         return 0
@@ -112,7 +123,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  {i}. {c['name']}@{c['version']} -> namespace {c['namespace']}")
         for img in c["images"]:
             print(f"       image {img}")
+    print("channels:")
+    for line in channel_status.lines(held) or [f"{b.ref} is not promoted to any channel"]:
+        print(f"  {line}")
     return 0
+
+
+def _print_channels(held: list[channel_status.Holding], as_json: bool, none: str) -> int:
+    if as_json:
+        common.print_json([h.to_json() for h in held])
+    else:
+        print("\n".join(channel_status.lines(held)) or none)
+    return 0 if all(h.ok for h in held) else 1
 
 
 def add_gitops_args(p: argparse.ArgumentParser, default: str) -> None:
