@@ -57,6 +57,15 @@ def _copy_logs(out: Path, found: Sequence[ai_conformance.Evidence]) -> dict[Path
     return where
 
 
+# From v1.37 the program takes automated test output as evidence, linked as file://<junit>#<test case>.
+AUTOMATED_EVIDENCE_FROM = (1, 37)
+
+
+def _junit_link(m: ai_conformance.ConformanceMapping, a: ai_conformance.Assessment) -> list[str]:
+    minor = tuple(int(x) for x in m.kubernetes.split("."))
+    return [f"file://{JUNIT}#{a.requirement.id}"] if a.covered and minor >= AUTOMATED_EVIDENCE_FROM else []
+
+
 def product(m: ai_conformance.ConformanceMapping, bundle: str, version: str, digest: str,
             results: Sequence[ai_conformance.Assessment], logs: Mapping[Path, str]) -> dict[str, Any]:
     spec: dict[str, list[dict[str, Any]]] = {c: [] for c in ai_conformance.CATEGORIES}
@@ -66,7 +75,7 @@ def product(m: ai_conformance.ConformanceMapping, bundle: str, version: str, dig
             "description": a.requirement.title,
             "level": a.requirement.level,
             "status": a.status,
-            "evidence": [f"{logs[p]}/{evidence.ENVELOPE}" for p in a.evidence if p in logs],
+            "evidence": _junit_link(m, a) + [f"{logs[p]}/{evidence.ENVELOPE}" for p in a.evidence if p in logs],
             "notes": a.notes,
         })
     return {
