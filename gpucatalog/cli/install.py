@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from gpucatalog.catalog import install, render, resolve
-from gpucatalog.cli import common
+from gpucatalog.cli import bundles, common
 from gpucatalog.core import errors
 from gpucatalog.pipelines import certified, channels, promote
 
@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         [
             "catalog install gpu-scheduling --channel stable --kubeconfig ~/.kube/config --profile h100-8x",
             "catalog install gpu-scheduling@0.1.0 --allow-uncertified --dry-run --profile sim",
+            "catalog install gpu-queueing --channel stable --profile sim --gitops apps --registry oci://registry.internal/gpu",
         ],
     )
     _common_args(p)
@@ -41,6 +42,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="do not wait for components' own ready status (e.g. KAI's Config conditions) beyond Helm's wait",
     )
+    p.add_argument("--gitops", type=Path, metavar="DIR",
+                   help="write the GitOps form (--format) of what would be installed into DIR, after the same "
+                   "checks, and apply nothing; DIR follows `catalog render --out`'s rules")
+    bundles.add_gitops_args(p, default="argocd")
+    p.add_argument("--force", action="store_true",
+                   help="with --gitops: replace a previous output even if its files were edited since")
     p.set_defaults(func=cmd_install)
 
     p = common.add_subparser(
@@ -92,13 +99,34 @@ def _vouch(args: argparse.Namespace, cat_root: Path, rb: render.RenderedBundle) 
     return cert.describe()
 
 
+def _check_gitops_args(args: argparse.Namespace) -> None:
+    if args.gitops is None:
+        used = [f for f, on in (("--registry", args.registry), ("--force", args.force),
+                                ("--format", args.format != "argocd")) if on]
+        if used:
+            raise errors.InputError(f"{', '.join(used)} only go with --gitops", field=used[0])
+    elif args.dry_run or args.format == "helm":
+        raise errors.InputError("--gitops writes files and applies nothing: it takes neither --dry-run nor "
+                                "--format helm (use `catalog render` for plain manifests)", field="--gitops")
+
+
 def cmd_install(args: argparse.Namespace) -> int:
+    _check_gitops_args(args)
     cat = common.load(args)
-    kubeconfig = None if args.dry_run else install.target(args.kubeconfig)[0]  # bad cluster: exit 2 first
+    if args.gitops is not None:
+        render.check_out_dir(args.gitops, args.force, cat)  # refused before the render and the checks
+    # bad cluster: exit 2 first
+    kubeconfig = None if args.dry_run or args.gitops is not None else install.target(args.kubeconfig)[0]
     ref = _version(args, cat.root)
     with common.progress(f"rendering {ref}"):
         rb = render.render_bundle(cat, ref, args.profile)
     description = _vouch(args, cat.root, rb)
+    if args.gitops is not None:
+        files = bundles.write_gitops(cat, rb, args.format, args.registry, args.gitops, args.force)
+        for rel in sorted(files):
+            print(str(args.gitops / rel))
+        print(f"wrote the {args.format} form of {rb.ref} ({rb.digest}) to {args.gitops}; nothing applied")
+        return 0
     if args.dry_run:
         print("\n".join(install.plan_lines(rb)))
         print(description)
