@@ -44,7 +44,7 @@ def test_unreachable_cluster_is_bad_input(tmp_path: Path, capsys: pytest.Capture
     rc = main(["certify", "gpu-scheduling", "--cluster", f"kubeconfig={kc}", "--profile", "sim", "--suite", "gang",
                "--ready-timeout", "3"])
     assert rc == 2
-    assert "not ready" in capsys.readouterr().err
+    assert "is unreachable" in capsys.readouterr().err  # at once, not after the --ready-timeout
 
 
 def test_missing_kubeconfig_and_profile_are_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -230,6 +231,9 @@ def test_ctrl_c_while_nodes_are_created_returns_at_once() -> None:
     held by the calls still in flight (an executor's shutdown waited for all of them)."""
     release = threading.Event()
     objs = [nodes.node_object(shapes.get("h100-80gb-x8"), i) for i in range(20)]
+    # Ctrl-C as a terminal delivers it: to Python's own handler (interrupt_main does nothing when
+    # SIGINT is ignored or handled elsewhere, as it may be in a test worker that ran other code)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, _thread.interrupt_main)
     timer.start()
     t0 = time.monotonic()
@@ -240,6 +244,7 @@ def test_ctrl_c_while_nodes_are_created_returns_at_once() -> None:
     finally:
         release.set()
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_pods_sim_actuator_finds_its_cluster_in_any_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
