@@ -22,7 +22,7 @@ def case(ctx: base.SuiteContext, res: base.CaseResult) -> None:
     with dra_workspace.space(kube, ctx, "gpu_sharing_dra") as sp:
         sp.claim("no-class", {"deviceClassName": MISSING_CLASS})
         sp.pod("no-class", claim="no-class")
-        reason = sp.stays_pending("no-class", 2)
+        reason = sp.stays_pending("no-class", 0.4)
         if MISSING_CLASS not in reason:
             raise base.CaseFailed(f"claim naming missing DeviceClass {MISSING_CLASS}: the reason does not name it: {reason!r}")
         res.details["missing_device_class"] = reason
@@ -39,4 +39,4 @@ def case(ctx: base.SuiteContext, res: base.CaseResult) -> None:
         res.details["wrong_units"] = f"{FIELD}: {BAD_MEMORY!r} is not a quantity; API server: {refusal[-200:]}"
         sp.claim("no-profile", dra_workspace.partition_request(ABSENT_PROFILE))
         sp.pod("no-profile", claim="no-profile")
-        res.details["absent_profile"] = sp.stays_pending("no-profile", 2)
+        res.details["absent_profile"] = sp.stays_pending("no-profile", 0.4)

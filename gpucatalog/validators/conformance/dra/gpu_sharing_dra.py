@@ -7,7 +7,8 @@ Cases (each in its own namespace, through ResourceClaims/ResourceClaimTemplates 
 GPU, does not fit; and the reverse), ``mixed_claims_within_capacity`` (checked per device and
 counter set from the allocation results), ``delete_frees_share`` (claim-to-scheduled latency
 p50/p95 under churn), ``quarantined_gpu_never_allocated`` (gpu-health's quarantine through
-``ctx.params['inject_fault']``; not run without it) and ``bad_claims_named``.
+``ctx.params['inject_fault']``; not run without it) and ``bad_claims_named``. Params:
+``settle_seconds`` (5: how long "stays pending" is watched), ``churn_rounds`` (10).
 
 Called through ``SUITES`` by the certify pipeline; talks only to the Kubernetes API.
 """
@@ -114,7 +115,7 @@ def oversized_claim_never_schedules(ctx: base.SuiteContext, res: base.CaseResult
     with ws.space(kube, ctx, NAME) as sp:
         sp.template("huge", ws.shared_request(too_big))
         sp.pod("huge", template="huge")
-        reason = sp.stays_pending("huge", 5)
+        reason = sp.stays_pending("huge")
         res.details.update(requested=too_big, largest_capacity=_mi(largest), reason=reason)
         if CLAIMS_REASON not in reason:
             raise base.CaseFailed(f"claim for memory {too_big} (largest device capacity {_mi(largest)}) pending "
@@ -147,8 +148,8 @@ def _fill_partitions(sp: ws.Space, whole: acc.Device, parts: list[acc.Device]) -
     sp.pod("one-more", claim="one-more")
     sp.claim("whole", ws.whole_request(uuid))
     sp.pod("whole", claim="whole")
-    return {"profile": fill, "partitions": n, "one_more": other, "one_more_pending": sp.stays_pending("one-more", 3),
-            "whole_pending": sp.stays_pending("whole", 1)}
+    return {"profile": fill, "partitions": n, "one_more": other, "one_more_pending": sp.stays_pending("one-more", 0.6),
+            "whole_pending": sp.stays_pending("whole", 0.2)}
 
 
 def partitions_fill_gpu_exactly(ctx: base.SuiteContext, res: base.CaseResult) -> None:
@@ -165,7 +166,7 @@ def partitions_fill_gpu_exactly(ctx: base.SuiteContext, res: base.CaseResult) ->
         profile = str(parts[0].attr("profile"))
         sp.claim("part", ws.partition_request(profile, uuid))
         sp.pod("part", claim="part")
-        res.details["whole_first"] = {"gpu": f"{whole.pool}/{whole.name}", "partition_pending": sp.stays_pending("part", 3)}
+        res.details["whole_first"] = {"gpu": f"{whole.pool}/{whole.name}", "partition_pending": sp.stays_pending("part", 0.6)}
         _no_overcommit(sp, kube)
 
 
@@ -239,7 +240,7 @@ def delete_frees_share(ctx: base.SuiteContext, res: base.CaseResult) -> None:
             name = f"c-{i}"
             t0 = time.monotonic()
             sp.pod(name, template="half")
-            sp.stays_pending(name, 1)
+            sp.stays_pending(name, 0.2)
             sp.delete_pod(running.pop(0))
             t1 = time.monotonic()
             sp.wait_scheduled(name, 60)
@@ -271,7 +272,7 @@ def quarantined_gpu_never_allocated(ctx: base.SuiteContext, res: base.CaseResult
         with ws.space(kube, ctx, NAME) as sp:
             sp.claim("q", ws.shared_request(_mi(gpu.memory / 4)))
             sp.pod("q", claim="q", node=node)
-            reason = sp.stays_pending("q", 5)
+            reason = sp.stays_pending("q")
             res.details.update(node=node, pending_reason=reason)
             inject(node, "clear")
             _release(kube, ctx, node)

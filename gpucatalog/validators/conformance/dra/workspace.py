@@ -130,10 +130,13 @@ class Space:
                 return str(c.get("message") or c.get("reason") or "")
         return ""
 
-    def stays_pending(self, pod: str, seconds: float = 5) -> str:
-        """Check ``pod`` gets the scheduler's reason and stays unscheduled for ``seconds``; returns the reason."""
+    def stays_pending(self, pod: str, share: float = 1.0) -> str:
+        """Check ``pod`` gets the scheduler's reason and stays unscheduled for ``share`` of the
+        suite's ``settle_seconds`` (default 5; kube-scheduler retries an unschedulable pod on the
+        next cluster event, so a few seconds show it stays); returns the reason."""
         msg: str = base.wait_for(f"the scheduler's reason for pod {pod}", lambda: self.unschedulable(pod),
                                  self.ctx.scaled(30), 0.2)
+        seconds = share * float(self.ctx.params.get("settle_seconds", 5))
         base.holds(f"pod {pod} pending", lambda: self.unschedulable(pod) is not None, seconds)
         return self.unschedulable(pod) or msg
 

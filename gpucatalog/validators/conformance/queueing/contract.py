@@ -16,8 +16,9 @@ quota_reclaim cases (evidence fields in ``details``):
   When the picked nodes have an odd number of free GPUs, a non-preemptible holder takes one.
 - ``non_preemptible_stays_within_quota``: a non-preemptible unit beyond its team's quota stays
   held back although the department has room (``held_back_reason``).
-- ``over_quota_weights_split_spare_gpus``: two teams without quota, weights 1:2, split the GPUs at
-  least by their fair share (``fair_share``, ``split``).
+- ``over_quota_weights_split_spare_gpus``: two teams without quota, weights 1:2, split the GPUs of
+  whole idle nodes (up to ``max_weight_gpus``) at least by their fair share (``nodes``,
+  ``fair_share``, ``split``).
 - ``hierarchical_reclaim_across_departments``: the reclaim case with A and B in two departments.
 
 gang cases:
@@ -280,17 +281,20 @@ class Contract:
             self.stays("the over-quota non-preemptible unit held back", lambda: len(sp.scheduled("np")) == 1)
 
     def over_quota_weights_split_spare_gpus(self, res: base.CaseResult) -> None:
+        # Whole idle nodes, up to max_weight_gpus GPUs: the teams' pods are pinned to them, so
+        # work elsewhere cannot skew the split (and a large cluster need not be filled).
         capacity = gpu_inventory.gpu_capacity(self.kube)
-        g = sum(gpu_inventory.free_gpus(self.kube).values())
-        if g != sum(capacity.values()):
-            raise base.CaseFailed(f"needs an idle cluster: {sum(capacity.values()) - g} GPUs are in use")
+        idle = {n: c for n, c in gpu_inventory.free_gpus(self.kube).items() if c and c == capacity.get(n)}
+        nodes, g = gpu_inventory.whole_nodes(idle, self.max_weight_gpus)
         if g > self.max_weight_gpus or g < 3:
-            raise base.CaseFailed(f"the cluster has {g} GPUs; this case runs on 3..{self.max_weight_gpus} "
-                                  "(set max_weight_gpus)")
+            raise base.CaseFailed(f"the idle nodes picked have {g} GPUs; this case runs on 3..{self.max_weight_gpus} "
+                                  f"GPUs of whole idle nodes ({len(idle)} of {len(capacity)} nodes idle; "
+                                  "set max_weight_gpus)")
+        res.details["nodes"] = sorted(nodes)
         weights = {"w1": 1.0, "w2": 2.0}
         with self.a.space("reclaim", res) as sp:
             sp.build(Dept("root", g, tuple(Team(k, 0, weight=w) for k, w in weights.items())))
-            nodes = sorted(capacity)
+            nodes = sorted(nodes)
             for i in range(g):  # interleaved, so neither team gets a head start
                 for k in weights:
                     sp.submit(k, k, 1, nodes, start=i)

@@ -16,6 +16,8 @@ from gpucatalog.validators.conformance.kit import base, kube_client
 from gpucatalog.validators.conformance.remediation import contract as rc
 
 Injector = Callable[..., Any]
+# gpu-health's chart defaults (charts/gpu-health/values.yaml), for a bundle that sets neither
+CHART_INTERVALS = {"agent": 10.0, "controller": 2.0}
 
 
 def no_injection(node: str, kind: str, **_kw: Any) -> Any:
@@ -43,6 +45,18 @@ class Env:
         self.nodes = sorted(n["metadata"]["name"] for n in nodes)
         if len(self.nodes) < 4:
             raise base.CaseFailed(f"needs at least 4 GPU nodes ({self.selector}), found {len(self.nodes)}")
+
+    def cycle(self, part: str) -> float:
+        """Seconds between two passes of gpu-health's ``agent`` or ``controller``, as the bundle
+        installed it (``bundle_values``), else the chart's default: an observation window of the
+        suite is a number of these passes, so it fits a 1 s sim agent and a 10 s real one alike."""
+        values = ((self.ctx.params.get("bundle_values") or {}).get("gpu-health") or {}).get(part) or {}
+        seconds = values.get("intervalSeconds", CHART_INTERVALS[part])
+        return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else CHART_INTERVALS[part]
+
+    def passes(self, n: int, part: str = "controller") -> float:
+        """How long ``n`` passes of ``part`` take (at least 1 s: one API round trip per pass)."""
+        return max(1.0, n * self.cycle(part))
 
     def node(self, name: str) -> dict[str, Any]:
         return self.kube.request("GET", f"/api/v1/nodes/{name}")
