@@ -1,5 +1,8 @@
-"""Install and uninstall a rendered bundle into a cluster through Helm (pyhelm3), in the
-bundle's order, waiting for readiness. Called by ``catalog install/uninstall`` and certify.
+"""Install and uninstall a rendered bundle into a cluster through Helm (pyhelm3), waiting for
+readiness. Components that do not wait for one another (``installorder``: dependsOn, webhooks,
+namespace) are installed at the same time; a failure leaves the components not yet started out.
+Uninstall goes in reverse bundle order, one at a time. Called by ``catalog install/uninstall`` and
+certify.
 
 A component is installed from its chart with exactly the values the render used, so the release
 matches the rendered digest. A component with a kustomize overlay is installed from its rendered
@@ -25,7 +28,7 @@ from typing import Any
 import pyhelm3
 import pyhelm3.errors
 
-from gpucatalog.catalog import readiness, render
+from gpucatalog.catalog import installorder, readiness, render
 from gpucatalog.core import errors, kubeapi
 from gpucatalog.toolchain import build
 
@@ -114,48 +117,82 @@ async def _install(
     ready_timeout_s: float, not_ready: NotReadyHandler | None, description: str | None,
 ) -> list[Installed]:
     client = _client(kubeconfig)
-    done: list[Installed] = []
+    waits = installorder.waits_for(rb.components)
+    tasks: dict[str, asyncio.Task[Installed]] = {}
+    failed = asyncio.Event()
+
+    async def one(comp: render.RenderedComponent, tmp: Path) -> Installed:
+        for dep in waits[comp.name]:
+            await tasks[dep]  # a failed dependency ends this one with the same error, before it starts
+        if failed.is_set():
+            raise _NotStarted(comp.name)
+        try:
+            return await _install_one(client, rb, comp, tmp, timeout_s, say, gates, ready_timeout_s, not_ready,
+                                      description, kubeconfig)
+        except BaseException:
+            failed.set()  # components not started yet stay out: nothing more is applied
+            raise
+
     with tempfile.TemporaryDirectory(prefix="catalog-install-") as tmp:
+        # the bundle's order puts dependencies first, so each task finds those it awaits
         for comp in rb.components:
-            t0 = time.monotonic()
-            overlaid = rb.lock_component(comp.name).get("kustomize") is not None
-            ref = _wrap_rendered(comp, Path(tmp)) if overlaid else Path(comp.chart_dir)
-            say(f"installing {comp.name}@{comp.version} into namespace {comp.namespace}")
-            chart = await client.get_chart(ref)
-            try:
-                rev = await client.install_or_upgrade_release(
-                    comp.release,
-                    chart,
-                    {} if overlaid else comp.values,
-                    namespace=comp.namespace,
-                    create_namespace=True,
-                    wait=True,
-                    timeout=f"{timeout_s}s",
-                    description=description,
-                    # the bundle's values are the whole truth: given none, Helm would copy the
-                    # previous release's (a rollback to a version that sets no values kept the newer one's)
-                    reset_values=True,
-                )
-            except pyhelm3.errors.Error as exc:
-                raise errors.CheckFailed(
-                    f"install of {comp.name} (release {comp.release} in {comp.namespace}) failed: "
-                    + (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)).strip()
-                ) from exc
-            state = ""
-            if gates:
-                say(f"waiting for {comp.name} to report ready (up to {ready_timeout_s:.0f}s)")
-                try:
-                    state = readiness.wait(comp.name, comp.namespace, kubeconfig, ready_timeout_s, objects=comp.objects,
-                                           skip_simulated=not_ready is not None)
-                except readiness.NotReady as exc:
-                    if not_ready is None:
-                        raise
-                    not_ready(exc)
-                    state = f"not ready: {exc}"
-                if state == "simulated":
-                    say(f"{comp.name}: its pods are only simulated here; its readiness gate is not checked")
-            done.append(Installed(comp.name, comp.release, comp.namespace, rev.revision, time.monotonic() - t0, state))
-    return done
+            tasks[comp.name] = asyncio.ensure_future(one(comp, Path(tmp)))
+        outcomes = await asyncio.gather(*tasks.values(), return_exceptions=True)
+    for outcome in outcomes:  # the first real failure in the bundle's order
+        if isinstance(outcome, BaseException) and not isinstance(outcome, _NotStarted):
+            raise outcome
+    return [o for o in outcomes if isinstance(o, Installed)]
+
+
+class _NotStarted(Exception):
+    """A component left out because another one failed first."""
+
+
+async def _install_one(
+    client: pyhelm3.Client, rb: render.RenderedBundle, comp: render.RenderedComponent, tmp: Path, timeout_s: int,
+    say: Progress, gates: bool, ready_timeout_s: float, not_ready: NotReadyHandler | None, description: str | None,
+    kubeconfig: Path | None,
+) -> Installed:
+    t0 = time.monotonic()
+    overlaid = rb.lock_component(comp.name).get("kustomize") is not None
+    ref = _wrap_rendered(comp, tmp) if overlaid else Path(comp.chart_dir)
+    say(f"installing {comp.name}@{comp.version} into namespace {comp.namespace}")
+    chart = await client.get_chart(ref)
+    try:
+        rev = await client.install_or_upgrade_release(
+            comp.release,
+            chart,
+            {} if overlaid else comp.values,
+            namespace=comp.namespace,
+            create_namespace=True,
+            wait=True,
+            timeout=f"{timeout_s}s",
+            description=description,
+            # the bundle's values are the whole truth: given none, Helm would copy the
+            # previous release's (a rollback to a version that sets no values kept the newer one's)
+            reset_values=True,
+        )
+    except pyhelm3.errors.Error as exc:
+        raise errors.CheckFailed(
+            f"install of {comp.name} (release {comp.release} in {comp.namespace}) failed: "
+            + (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)).strip()
+        ) from exc
+    state = ""
+    if gates:
+        say(f"waiting for {comp.name} to report ready (up to {ready_timeout_s:.0f}s)")
+        try:
+            # in a thread: the other components' installs go on meanwhile
+            state = await asyncio.to_thread(readiness.wait, comp.name, comp.namespace, kubeconfig, ready_timeout_s,
+                                            objects=comp.objects, skip_simulated=not_ready is not None)
+        except readiness.NotReady as exc:
+            if not_ready is None:
+                raise
+            not_ready(exc)
+            state = f"not ready: {exc}"
+        if state == "simulated":
+            say(f"{comp.name}: its pods are only simulated here; its readiness gate is not checked")
+    say(f"{comp.name} installed in {time.monotonic() - t0:.1f}s")
+    return Installed(comp.name, comp.release, comp.namespace, rev.revision, time.monotonic() - t0, state)
 
 
 def install(
@@ -169,9 +206,10 @@ def install(
     not_ready: NotReadyHandler | None = None,
     description: str | None = None,
 ) -> list[Installed]:
-    """Install (or upgrade: re-running is idempotent) every component in order. With ``gates``,
-    each component must report ready (``readiness.wait``, up to ``ready_timeout_s``, default
-    ``timeout_s``) before the next one starts: ``NotReady`` ends the install, unless a
+    """Install (or upgrade: re-running is idempotent) every component, each after those it waits
+    for (``installorder.waits_for``), the others side by side. With ``gates``, each component
+    must report ready (``readiness.wait``, up to ``ready_timeout_s``, default ``timeout_s``)
+    before a component that waits for it starts: ``NotReady`` ends the install, unless a
     ``not_ready`` handler takes it (certification: it records the failure and goes on, and does
     not wait for a gate whose pods are only simulated, which it records as such).
     ``description`` is recorded on every release (``helm history`` shows it)."""

@@ -52,6 +52,7 @@ class RenderedComponent:
     objects: list[dict[str, Any]]
     manifest_text: str
     declarations: model.Declarations = field(default_factory=model.Declarations)
+    depends_on: tuple[str, ...] = ()  # the bundle's dependsOn (install order; not in the lock)
 
 
 @dataclass
@@ -182,6 +183,7 @@ def render_bundle(
                 objects=objs,
                 manifest_text=text,
                 declarations=cv.declarations,
+                depends_on=e.depends_on,
             )
         )
         lock_comps.append(
