@@ -46,7 +46,7 @@ TEST_WORKERS ?= 4
 
 ## test: setup, lint, policy scan, then every test (unit and integration; needs root) on TEST_WORKERS workers, the slowest listed at the end
 test: setup lint scan
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations-out build/test-durations.json
 
 ## unit: the fast tests only (no toolchain binary, cluster, Slurm or registry)
 unit: $(VENV)/.installed

@@ -4,7 +4,9 @@ copy of the shipped catalog for tests that seed bad input into it."""
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -72,21 +74,31 @@ def _timeout(item: pytest.Item) -> float:
     return float(mark.args[0]) if mark is not None and mark.args else 0.0
 
 
+# Each test's seconds in a recent whole run (`make test` writes them to build/test-durations.json;
+# refreshed here with DEVELOPMENT.md's table). A test not in it is guessed from its timeout marker.
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def _expected(item: pytest.Item, known: dict[str, float]) -> float:
+    seconds = known.get(item.nodeid)
+    return seconds if seconds is not None else max(1.0, 0.1 * _timeout(item))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups off the items
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    known: dict[str, float] = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
     first: dict[str, int] = {}
-    longest: dict[str, float] = {}
+    expected: dict[str, float] = defaultdict(float)
     for i, item in enumerate(items):
         if TOOLCHAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.toolchain)
         group = xdist_group(item)
         first.setdefault(group, i)
-        longest[group] = max(longest.get(group, 0.0), _timeout(item))
+        expected[group] += _expected(item, known)
         item.add_marker(pytest.mark.xdist_group(group))
-    # the groups allowed the longest time first (a test's timeout marker says how long it may run):
-    # a worker that takes a long one last leaves the others idle while it runs; stable, so the file
-    # order holds within a group
-    items.sort(key=lambda it: (-longest[_group_of(it)], first[_group_of(it)]))
+    # the longest groups first: a worker that takes a long one last leaves the others idle while
+    # it runs; stable, so the file order holds within a group
+    items.sort(key=lambda it: (-expected[_group_of(it)], first[_group_of(it)]))
 
 
 def _group_of(item: pytest.Item) -> str:
