@@ -29,6 +29,8 @@ QUEUEING = {
     "fault_remediation": ["agents_report_conditions", "busy_narrowed_pcie_link_quarantined"],
     "accelerator_metrics": ["per_gpu_series"],
 }
+DRA = ["preflight", "two_halves_share_one_gpu", "partitions_fill_gpu_exactly", "mixed_claims_within_capacity",
+       "oversized_claim_never_schedules"]
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +49,12 @@ def _trusted(k: keys.GeneratedKey) -> dict[str, Any]:
 
 
 def _evidence(out: Path, key: Path, *, kubernetes: str = "v1.36.3", failed: str = "", bundle: str = "gpu-queueing",
-              exploratory: bool = False, digest: str = DIGEST, without: str = "") -> Path:
+              exploratory: bool = False, digest: str = DIGEST, without: str = "", dra: bool = False) -> Path:
+    """Signed evidence of QUEUEING's suites; ``dra`` adds gpu_sharing_dra (what 0.2.0 and later run)."""
+    run = {**QUEUEING, **({"gpu_sharing_dra": DRA} if dra else {})}
     suites = [{"name": s, "cases": [{"name": c, "result": "failed" if f"{s}/{c}" == failed else "passed",
                                      "reason": "x" if f"{s}/{c}" == failed else ""} for c in cases]}
-              for s, cases in QUEUEING.items() if s != without]
+              for s, cases in run.items() if s != without]
     st = evidence.build_statement(bundle=bundle, version="0.1.0", profile="sim", digest=digest,
                                   cluster={"provider": "sim", "kubernetesVersion": kubernetes}, tools={},
                                   suites=suites, started=time.time() - 1, finished=time.time(), exploratory=exploratory)
@@ -111,9 +115,12 @@ def test_claims_come_only_from_passing_signed_cases(tmp_path: Path, key: keys.Ge
     assert by["driver_runtime_management"].status == ai_conformance.PARTIAL  # scope: partial
     assert by["accelerator_metrics"].status == ai_conformance.IMPLEMENTED
     assert by["accelerator_metrics"].cases == {"accelerator_metrics/per_gpu_series": "passed"}
-    for gap in ("ai_service_metrics", "secure_accelerator_access", "ai_inference", "gpu_sharing"):
+    for gap in ("ai_service_metrics", "secure_accelerator_access", "ai_inference"):
         assert by[gap].status == ai_conformance.NOT_IMPLEMENTED and not by[gap].covered
         assert by[gap].notes.startswith("not covered") and by[gap].evidence == []
+    # covered by gpu_sharing_dra (gpu-queueing from 0.2.0), which this evidence did not run
+    assert by["gpu_sharing"].covered and by["gpu_sharing"].status == ai_conformance.NOT_IMPLEMENTED
+    assert by["gpu_sharing"].notes.startswith("not shown: no passing evidence for gpu_sharing_dra/")
 
 
 def test_a_failed_or_missing_case_is_not_claimed(tmp_path: Path, key: keys.GeneratedKey) -> None:
@@ -181,7 +188,9 @@ def test_files_are_written_and_signed(tmp_path: Path, key: keys.GeneratedKey) ->
     service = next(r for r in product["spec"]["observability"] if r["id"] == "ai_service_metrics")
     assert service["status"] == "Not Implemented" and service["evidence"] == [] and "not covered" in service["notes"]
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
-    assert suite is not None and suite.get("tests") == "14" and suite.get("failures") == "0"
+    # one failure: GPU sharing is covered (gpu_sharing_dra) but this evidence (0.1.0's suites) has none of its cases
+    assert suite is not None and suite.get("tests") == "14" and suite.get("failures") == "1"
+    assert [tc.get("name") for tc in suite.iter("testcase") if tc.find("failure") is not None] == ["gpu_sharing"]
     assert suite.get("skipped") == str(sum(1 for a in results if not a.covered))
 
 
@@ -196,7 +205,7 @@ def test_the_report_key_vouches_for_no_evidence(tmp_path: Path, key: keys.Genera
     root = tmp_path / "catalog"
     shutil.copytree(MAPPING.parents[1], root)
     monkeypatch.setattr("gpucatalog.catalog.render.render_bundle", lambda *_a, **_k: type("R", (), {"digest": DIGEST}))
-    ev = _evidence(tmp_path / "ev", key.private_path)
+    ev = _evidence(tmp_path / "ev", key.private_path, dra=True)  # every covered requirement shown once trusted
     args = ["--catalog-dir", str(root), "conformance-report", "gpu-queueing@0.1.0", "--evidence", str(ev),
             "--signing-key", str(key.private_path)]
     assert main([*args, "--out", str(tmp_path / "out1")]) == 1

@@ -70,6 +70,22 @@ def test_a_1_35_report_uses_the_1_35_list(tmp_path: Path) -> None:
     assert not {"advanced_inference_ingress", "workload_sandboxing"} & set(by)
 
 
+def test_a_1_36_report_claims_gpu_sharing_from_the_dra_cases(tmp_path: Path) -> None:
+    """On 1.36 consumable capacity and partitionable devices are on by default: passing DRA shares
+    and partitions prove GPU sharing; one failed case of them does not."""
+    key = keys.generate(tmp_path / "keys", "ci")
+    _m, _found, results = _assess("1.36", _evidence(tmp_path / "ok", key, "v1.36.3"), key)
+    sharing = next(a for a in results if a.requirement.id == "gpu_sharing")
+    assert sharing.status == ai_conformance.IMPLEMENTED and sharing.evidence
+    assert set(sharing.cases) == {"gpu_sharing_dra/two_halves_share_one_gpu", "gpu_sharing_dra/partitions_fill_gpu_exactly",
+                                  "gpu_sharing_dra/mixed_claims_within_capacity",
+                                  "gpu_sharing_dra/oversized_claim_never_schedules"}
+    bad = _evidence(tmp_path / "bad", key, "v1.36.3", failed=("gpu_sharing_dra/mixed_claims_within_capacity",))
+    sharing = next(a for a in _assess("1.36", bad, key)[2] if a.requirement.id == "gpu_sharing")
+    assert sharing.status == ai_conformance.NOT_IMPLEMENTED and sharing.covered
+    assert "failed: gpu_sharing_dra/mixed_claims_within_capacity" in sharing.notes
+
+
 def test_a_1_37_report_uses_the_1_37_list_and_links_junit_cases(tmp_path: Path) -> None:
     key = keys.generate(tmp_path / "keys", "ci")
     m, found, results = _assess("1.37", _evidence(tmp_path / "ev", key, "v1.37.2"), key)

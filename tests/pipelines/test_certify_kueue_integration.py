@@ -29,9 +29,11 @@ def test_certify_gpu_queueing_main_job(tmp_path: Path, capsys: pytest.CaptureFix
     failed = [(s, c["name"], c["reason"]) for s in suites.values() for c in s["cases"] if c["result"] != "passed"]
     assert rc == 0 and out["result"] == "passed", failed
     assert set(suites) == {"static", "quota_reclaim", "gang", "accelerator_metrics", "fault_remediation", "gpu_sharing_dra"}
-    assert (out["bundle"], out["version"]) == ("gpu-queueing", "0.2.0")
+    assert (out["bundle"], out["version"]) == ("gpu-queueing", "0.3.0")  # the newest version
     stand_in = [line for line in out["cluster"]["simulated"] if "SIM STAND-IN" in line]
     assert stand_in and "nvidia-dra-driver-kubelet-plugin" in stand_in[0], out["cluster"]["simulated"]
+    # 0.3.0's driver: the kubernetes-sigs release, its pod run by the same stand-in
+    assert "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.5.0" in stand_in[0]
     live = [line for line in out["cluster"]["live"] if "kueue-controller-manager" in line]
     assert live and "registry.k8s.io/kueue/kueue:v0.17.0" in live[0] and "real process" in live[0]
     statement = json.loads((tmp_path / "evidence" / "statement.json").read_text())

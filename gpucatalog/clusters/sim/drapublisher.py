@@ -1,7 +1,8 @@
 """SIM-ONLY stand-in for the kubelet plugin of NVIDIA's DRA driver: keeps one node's ResourceSlices
 (:mod:`.dra`) published.
 
-The ``nvidia-dra-driver`` chart's kubelet-plugin DaemonSet names the driver's image; the sim
+The driver charts' kubelet-plugin DaemonSet (``nvidia-dra-driver`` for NVIDIA's 25.8.0 image,
+``dra-driver-nvidia-gpu`` for the kubernetes-sigs release) names the driver's image; the sim
 kubelet runs this module for it (``data/images.yaml``), one process per GPU node, as it would run
 the real plugin. Every ``--interval`` seconds it reads the node (shape label, gpu-health state
 label) and the node's GPUs from ``<driver-root>/sim/hw.json`` (the sim's NVML, a hostPath of the
@@ -88,9 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gpu-kubelet-plugin (sim stand-in)")
     ap.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""))
     ap.add_argument("--mode", default=os.environ.get("GPU_SHARING_MODE", "exclusive"), choices=dra.MODES)
-    ap.add_argument("--driver-root", type=Path, default=Path(os.environ.get("NVIDIA_DRIVER_ROOT", "/driver-root")))
+    # Both driver charts mount the host's driver root at /driver-root, where the real plugin reads
+    # it; NVIDIA_DRIVER_ROOT is the host's path for it from 0.4.0 on, not a path in the container.
+    ap.add_argument("--driver-root", type=Path, default=Path("/driver-root"))
     ap.add_argument("--interval", type=float, default=float(os.environ.get("PUBLISH_INTERVAL_SECONDS", "2")),
                     help="seconds between reconciliations")
+    # the real binary's klog verbosity flag (the 0.5.0 chart passes it): accepted, not used
+    ap.add_argument("-v", dest="verbosity", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if not args.node_name:
         ap.error("--node-name (or $NODE_NAME) is required")

@@ -14,7 +14,9 @@ under the pod folder), :meth:`Builder.container_spec` gives one container's laun
 * a mount with ``subPath`` (or ``subPathExpr``, ``$(VAR)``-expanded) mounts that file or folder of
   the volume (a ConfigMap key as a single file, say);
 * env comes from the pod spec (``value`` with ``$(VAR)`` expansion, ``envFrom``, field,
-  ConfigMap and Secret key refs) over the variables a kubelet and the image would set.
+  ConfigMap and Secret key refs) over the variables a kubelet and the image would set;
+* the container's own ``command`` and ``args`` are ``$(VAR)``-expanded with that env, as a
+  kubelet does (the image map's host prefix is not: it stands for the image's ENTRYPOINT).
 """
 
 from __future__ import annotations
@@ -206,7 +208,7 @@ class Builder:
         net = place.net
         return {
             "net": {"name": net.holder.name, "pid": net.holder.pid, "ticks": net.holder.ticks} if net else None,
-            "argv": argv,
+            "argv": expand_own_args(argv, c, env),
             "env": env,
             "workingDir": c.working_dir or "/",
             "mounts": mounts,
@@ -286,6 +288,18 @@ class Builder:
                 r = e.value_from.secret_key_ref
                 env[e.name] = self.key_data("secret", r.name, ns).get(r.key, b"").decode()
         return env
+
+
+def expand_own_args(argv: list[str], c: Any, env: dict[str, str]) -> list[str]:
+    """``argv`` (from ``images.argv_for``: the image map's prefix, then the container's
+    ``command[1:]`` and ``args``) with ``$(VAR)`` expanded in the container's part only: a kubelet
+    expands a container's command and args (e.g. ``-v $(LOG_VERBOSITY)``), never its image's
+    entrypoint. The first element of a set ``command`` was replaced by the map's prefix."""
+    own = len(c.args or []) + max(len(c.command or []) - 1, 0)
+    if own == 0:
+        return list(argv)
+    head, tail = argv[:len(argv) - own], argv[len(argv) - own:]
+    return [*head, *(expand(a, env) for a in tail)]
 
 
 def expand(value: str, env: dict[str, str]) -> str:

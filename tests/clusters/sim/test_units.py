@@ -270,6 +270,26 @@ def test_a_pods_sim_actuator_finds_its_cluster_in_any_cache(tmp_path: Path, monk
     assert out.strip() == str(lay.root)
 
 
+def test_container_command_and_args_are_expanded_but_not_the_image_prefix() -> None:
+    """A kubelet expands $(VAR) in a container's command and args (the DRA driver's 0.5.0 chart
+    passes ``-v $(LOG_VERBOSITY)``); an unknown variable stays as written, $$ escapes, and the
+    image map's prefix (the image's entrypoint) is left alone."""
+    from types import SimpleNamespace
+
+    from gpucatalog.clusters.sim import images, podspec
+
+    env = {"LOG_VERBOSITY": "4", "NODE_NAME": "n0"}
+    c = {"image": "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.5.0", "command": ["gpu-kubelet-plugin"],
+         "args": ["-v", "$(LOG_VERBOSITY)", "--node=$(NODE_NAME)", "$(UNSET)", "$$(LOG_VERBOSITY)"]}
+    argv = images.argv_for(c)
+    own = SimpleNamespace(command=c["command"], args=c["args"])
+    assert podspec.expand_own_args(argv, own, env)[-5:] == ["-v", "4", "--node=n0", "$(UNSET)", "$(LOG_VERBOSITY)"]
+    prefix = ["python3", "-c", "print('$(LOG_VERBOSITY)')"]  # a prefix is never expanded
+    assert podspec.expand_own_args([*prefix, "$(NODE_NAME)"], SimpleNamespace(command=None, args=["$(NODE_NAME)"]),
+                                   env) == [*prefix, "n0"]
+    assert podspec.expand_own_args(prefix, SimpleNamespace(command=None, args=None), env) == prefix
+
+
 def test_pki_chain_and_sans(tmp_path: Path) -> None:
     p = pki.generate(tmp_path / "pki")
     ca = x509.load_pem_x509_certificate(p.ca_crt.read_bytes())

@@ -50,8 +50,10 @@ def test_each_bad_input_names_its_field() -> None:
 
 
 @pytest.mark.toolchain
-def test_validate_names_bad_claim_templates_of_the_bundle(repo_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bundle = repo_copy / "bundles" / "gpu-queueing" / "0.2.0.yaml"
+@pytest.mark.parametrize("version", ["0.2.0", "0.3.0"])  # NVIDIA's 25.8.0 chart, then the kubernetes-sigs 0.5.0 one
+def test_validate_names_bad_claim_templates_of_the_bundle(repo_copy: Path, capsys: pytest.CaptureFixture[str],
+                                                          version: str) -> None:
+    bundle = repo_copy / "bundles" / "gpu-queueing" / f"{version}.yaml"
     bundle.write_text(bundle.read_text() + """    broken-dra:
       description: claim templates a user got wrong
       cluster: {provider: kubeconfig, shape: h100-80gb-x8}
@@ -62,7 +64,8 @@ def test_validate_names_bad_claim_templates_of_the_bundle(repo_copy: Path, capsy
             - {name: units, namespace: default, deviceClassName: gpu.nvidia.com, memory: 40GB}
             - {name: h200-profile, namespace: default, deviceClassName: mig.nvidia.com, profile: 1g.18gb}
 """)
-    rc = main(["--catalog-dir", str(repo_copy), "validate", "gpu-queueing", "--profile", "broken-dra", "--no-lint"])
+    rc = main(["--catalog-dir", str(repo_copy), "validate", f"gpu-queueing@{version}", "--profile", "broken-dra",
+               "--no-lint"])
     err = capsys.readouterr().err
     assert rc == 1, err
     assert "dra-unknown-deviceclass" in err and "ResourceClaimTemplate/default/no-class" in err
