@@ -83,4 +83,7 @@ def fill_then_one_more(api: Any, ns: str, labels: dict[str, str] | None = None, 
     again = _job_pod(core, ns, "one-more")
     assert again.status.phase == "Pending" and not again.spec.node_name
     cond = next(c for c in extra.status.conditions if c.type == "PodScheduled")
-    return {"fillers": free, "message": cond.message}
+    # fillers the sim kubelet ran as real `sleep infinity` processes (kwok's have no container ID)
+    real = [n for n in names if str(_job_pod(core, ns, n).status.container_statuses[0].container_id or "")
+            .removeprefix("sim://") not in ("", "0")]
+    return {"fillers": free, "real": len(real), "message": cond.message}

@@ -354,7 +354,7 @@ def test_admission_webhook_in_a_pod_is_reached_through_its_service(k8s_client: A
                                        "caBundle": base64.b64encode(crt).decode()}}]})
     try:
         denied = {"metadata": {"name": "bad", "labels": {"sim.gpu-catalog.dev/deny": "true"}},
-                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+                  "spec": {"containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base"}]}}
 
         def rejected() -> bool:
             try:
@@ -366,7 +366,7 @@ def test_admission_webhook_in_a_pod_is_reached_through_its_service(k8s_client: A
 
         assert wait("webhook denies", rejected, timeout=30)
         core.create_namespaced_pod(ns, {"metadata": {"name": "good"},
-                                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+                                        "spec": {"containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base"}]}})
     finally:
         client.AdmissionregistrationV1Api(k8s_client).delete_validating_webhook_configuration(f"deny-{ns}")
 
@@ -456,7 +456,7 @@ def test_node_agent_assigns_gpus_to_reservation_pods(sim_cluster: SimCluster, k8
         core.create_namespace({"metadata": {"name": ns}})
     for i in range(2):
         core.create_namespaced_pod(ns, {"metadata": {"name": f"gpu-reservation-{i}"}, "spec": {
-            "nodeName": "h100-node-0001", "containers": [{"name": "c", "image": "busybox",
+            "nodeName": "h100-node-0001", "containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base",
                                                           "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
     try:
         def annotated() -> list[str] | None:

@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 
 from gpucatalog.catalog import install, loader, render
-from gpucatalog.clusters.sim import SimCluster
+from gpucatalog.clusters.sim import SimCluster, rootfs
 from gpucatalog.validators.conformance.kit import base, kube_client
 from gpucatalog.validators.conformance.kueue import adapter as kueue_adapter
 from gpucatalog.validators.conformance.kueue import space as kueue_space
@@ -134,6 +134,8 @@ def test_every_gpu_full_then_one_more_stays_unschedulable_under_kube_scheduler(f
     kube, ns = fill_ns
     seen = fill.fill_then_one_more(kube.api, ns)
     assert seen["fillers"] == 16 and "Insufficient nvidia.com/gpu" in seen["message"], seen
+    if rootfs.available("busybox"):  # each filler a real process sleeping until deleted
+        assert seen["real"] == 16, seen
 
 
 def test_every_gpu_full_then_one_more_stays_unschedulable_under_kueue(fill_ns: tuple[Any, str]) -> None:
