@@ -364,11 +364,15 @@ class Kubelet:
             if hook is None or cont.state != "running" or cont.rec is None:
                 continue
             left = max(deadline - time.monotonic(), 0.1)
-            if hook.sleep is not None:
-                spec = probes.Spec("sleep", timeout=min(float(hook.sleep.seconds or 0), left))
-            else:
-                spec = probes.handler(hook, cont.spec) or probes.Spec("none")
-                spec = dataclasses.replace(spec, timeout=left)
+            try:
+                if hook.sleep is not None:
+                    spec = probes.Spec("sleep", timeout=min(float(hook.sleep.seconds or 0), left))
+                else:
+                    spec = probes.handler(hook, cont.spec) or probes.Spec("none")
+                    spec = dataclasses.replace(spec, timeout=left)
+            except (AttributeError, TypeError, ValueError) as exc:  # never let one hook stop the kubelet
+                print(f"{run.namespace}/{run.name} {cont.name}: preStop hook not run: {exc}", flush=True)
+                continue
             todo.append((cont, self.pool.submit(_hook, spec, run.place.bind_ip(self.cfg.slot), run.net, cont.rec.pid)))
         for cont, fut in todo:
             try:
