@@ -324,6 +324,10 @@ def test_busybox_runs_its_own_command_with_env_workdir_and_mounts(sim_cluster: S
         restartPolicy="Never", volumes=[{"name": "cfg", "configMap": {"name": "cfg"}}]))
     core.create_namespaced_pod(ns, _pod("sleeper", [{"name": "main", "image": "library/alpine:3.20",
                                                      "command": ["sleep", "infinity"]}]))
+    core.create_namespaced_pod(ns, _pod("py", [{
+        "name": "main", "image": "python:3.12-slim", "workingDir": "/tmp",
+        "command": ["python", "-c", "import os; print('python in', os.getcwd()); raise SystemExit(4)"]}],
+        restartPolicy="Never"))
     failed = wait("sh -c 'exit 3' to fail", lambda: _terminated(core, ns, "three"))
     term = failed.status.container_statuses[0].state.terminated
     assert (failed.status.phase, term.exit_code, term.reason) == ("Failed", 3, "Error")
@@ -332,6 +336,9 @@ def test_busybox_runs_its_own_command_with_env_workdir_and_mounts(sim_cluster: S
     line = next(x for x in sim_cluster.live_parts() if x.startswith(f"pod {ns}/three "))
     assert line.endswith("real process run by the sim kubelet (its containers' own commands: busybox:1.36 on the "
                          "sim's root file system)"), line
+    py = wait("the python pod to fail", lambda: _terminated(core, ns, "py"))
+    assert py.status.container_statuses[0].state.terminated.exit_code == 4
+    assert wait("its log", lambda: _log(core, ns, "py")) == "python in /tmp\n"
     wait("sleep infinity to run", lambda: _running(core, ns, "sleeper"))
     sleeper = core.read_namespaced_pod("sleeper", ns)
     pid = int(sleeper.status.container_statuses[0].container_id.removeprefix("sim://"))
