@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
-from gpucatalog.clusters.sim import SimCluster, netns, procs
+from gpucatalog.clusters.sim import SimCluster, netns, procs, rootfs
 from tests.clusters.sim import waiting
 
 pytestmark = pytest.mark.integration
@@ -306,12 +306,17 @@ def test_kubectl_logs_and_previous_of_a_restarted_container(k8s_client: Any, sim
 
 
 # -- base images: the container's own command --------------------------------------------------------
+needs_busybox = pytest.mark.skipif(not rootfs.available("busybox"),
+                                   reason="Debian's busybox-static not installed (scripts/install-system-deps)")
+
+
 def _terminated(core: Any, ns: str, name: str) -> Any:
     p = core.read_namespaced_pod(name, ns)
     st = (p.status.container_statuses or [None])[0]
     return p if p.status.phase in ("Succeeded", "Failed") and st is not None and st.state.terminated else None
 
 
+@needs_busybox
 def test_busybox_runs_its_own_command_with_env_workdir_and_mounts(sim_cluster: SimCluster, k8s_client: Any,
                                                                   sim_namespace: str) -> None:
     ns, core = sim_namespace, client.CoreV1Api(k8s_client)
@@ -358,6 +363,7 @@ def test_busybox_runs_its_own_command_with_env_workdir_and_mounts(sim_cluster: S
     assert not Path(f"/proc/{pid}").exists() or b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
+@needs_busybox
 def test_a_command_that_cannot_start_is_start_error_under_each_restart_policy(k8s_client: Any, sim_namespace: str) -> None:
     ns, core = sim_namespace, client.CoreV1Api(k8s_client)
     missing = {"name": "main", "image": "debian:12", "command": ["/no/such/program"]}
@@ -377,6 +383,7 @@ def test_a_command_that_cannot_start_is_start_error_under_each_restart_policy(k8
     assert core.read_namespaced_pod("always", ns).status.phase == "Running"  # as a kubelet reports a crash loop
 
 
+@needs_busybox
 def test_deletion_runs_pre_stop_then_sigterm_then_sigkill_after_the_grace_period(
         sim_cluster: SimCluster, k8s_client: Any, sim_namespace: str) -> None:
     ns, core = sim_namespace, client.CoreV1Api(k8s_client)
