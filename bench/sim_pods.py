@@ -15,6 +15,8 @@ round-robin, so the scheduler is not measured) and prints:
 
     PYTHONPATH=. python3 bench/sim_pods.py          # N = 50
     PYTHONPATH=. python3 bench/sim_pods.py 20 100
+    PYTHONPATH=. python3 bench/sim_pods.py --busybox 50   # busybox pods running their own
+        # command (echo, then sleep until deleted) on the sim's busybox root instead of demo-probe
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ def serving(c: SimCluster, ns: str) -> int:
     return sum(1 for log in c.layout.nodes.glob(f"*/pods/{ns}_*/main.log") if b"listening on" in log.read_bytes())
 
 
+BUSYBOX = False
+
+
 def one(c: SimCluster, n: int, round_no: int) -> None:
     core = c.core()
     ns = f"bench-pods-{round_no}"
@@ -54,6 +59,9 @@ def one(c: SimCluster, n: int, round_no: int) -> None:
         # a port per pod: before per-pod network namespaces pods shared the host's ports, and the
         # figures compare with that
         container = {"name": "main", "image": "ghcr.io/gpu-catalog/demo-probe:0.1", "args": ["--port", str(10000 + i)]}
+        if BUSYBOX:
+            container = {"name": "main", "image": "busybox:1.36",
+                         "command": ["sh", "-c", "echo listening on nothing; exec sleep infinity"]}
         core.create_namespaced_pod(ns, {"metadata": {"name": f"p{i:04d}"}, "spec": {
             "nodeName": nodes[i % len(nodes)], "automountServiceAccountToken": False, "containers": [container]}})
     deadline = t0 + 60 + 2.0 * n
@@ -74,7 +82,9 @@ def one(c: SimCluster, n: int, round_no: int) -> None:
 
 
 def main() -> int:
-    counts = [int(a) for a in sys.argv[1:]] or [50]
+    global BUSYBOX
+    BUSYBOX = "--busybox" in sys.argv
+    counts = [int(a) for a in sys.argv[1:] if a != "--busybox"] or [50]
     c = SimCluster("bench-pods")
     if c.layout.root.exists():
         c.down()

@@ -10,6 +10,11 @@ toolchain binaries a bundle's images run as). An entry names a repository (any t
 a repository and tag (that tag only, before any repository entry: two releases of a program on one
 cluster, as an upgrade runs them); a digest is ignored. In the shipped map, an argv element
 ``@<tool>`` stands for the pinned toolchain binary ``<tool>``.
+
+After the map come the common base images (``data/base-images.yaml``: busybox, alpine, debian,
+ubuntu, python), matched by :func:`base_name` and run with the container's own command on a root
+file system the sim builds (:mod:`.rootfs`); a pod of only such images whose end a test scripts
+with an annotation (:data:`SCRIPTED`) stays kwok's.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from gpucatalog.clusters.sim import imagemap
+from gpucatalog.clusters.sim import imagemap, rootfs
 from gpucatalog.core import errors
 from gpucatalog.toolchain import build
 
@@ -44,6 +49,18 @@ class ImageEntry:
     stand_in: str = ""
     # an overlay entry's recorded binary (sha256 at load), checked again before each start
     binary: imagemap.MappedBinary | None = None
+    # a base image (base-images.yaml): the root file system it runs on ('busybox', 'host'), and
+    # its CMD; any command of the container runs as given, looked up in that root
+    rootfs: str = ""
+    cmd: tuple[str, ...] = ()
+
+    @property
+    def base(self) -> bool:
+        return bool(self.rootfs)
+
+
+# annotations by which a test scripts a kwok pod's end (kwok-stages.yaml, stage sim-pod-complete)
+SCRIPTED = ("sim.gpu-catalog.dev/complete", "sim.gpu-catalog.dev/run-for", "sim.gpu-catalog.dev/exit-code")
 
 
 def repository(ref: str) -> str:
@@ -75,6 +92,47 @@ def shipped() -> dict[str, ImageEntry]:
     return out
 
 
+def base_name(ref: str) -> str:
+    """An image reference's repository without registry host, tag, digest or a leading
+    ``library/``: ``<host>:5000/library/busybox:1.36@sha256:…`` -> ``busybox``."""
+    parts = repository(ref).split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]
+    if len(parts) > 1 and parts[0] == "library":
+        parts = parts[1:]
+    return "/".join(parts)
+
+
+@cache
+def base_images() -> dict[str, ImageEntry]:
+    """The base images this host can run (an entry whose root cannot be built here is left out,
+    so its pods stay kwok's and are recorded as simulated)."""
+    text = resources.files("gpucatalog.clusters.sim").joinpath("data/base-images.yaml").read_text()
+    doc: dict[str, Any] = yaml.safe_load(text)
+    out: dict[str, ImageEntry] = {}
+    for e in doc["images"]:
+        if e["rootfs"] not in rootfs.KINDS:
+            raise errors.InputError(f"base image {e['name']}: unknown rootfs {e['rootfs']!r}", expected=", ".join(rootfs.KINDS))
+        if rootfs.available(e["rootfs"]):
+            out[e["name"]] = ImageEntry(image=e["name"], entrypoint=tuple(e.get("entrypoint") or ()), commands={},
+                                        rootfs=e["rootfs"], cmd=tuple(e.get("cmd") or ()))
+    return out
+
+
+def scripted(annotations: Mapping[str, str] | None) -> bool:
+    """Whether a test scripts the pod's end (kwok then runs it, whatever its images)."""
+    return any(k in (annotations or {}) for k in SCRIPTED)
+
+
+def sim_runs(image_refs: Sequence[str], annotations: Mapping[str, str] | None, table: Table | None = None) -> bool:
+    """Whether the sim kubelet runs a pod of these container images (kwok_exclusion_jq's rule):
+    one image of the map, or one base image and no scripted end."""
+    t = image_map() if table is None else table
+    if any(t.get(tagged(r)) or t.get(repository(r)) for r in image_refs):
+        return True
+    return not scripted(annotations) and any(base_name(r) in base_images() for r in image_refs)
+
+
 def entry_of(b: imagemap.MappedBinary) -> ImageEntry:
     """An overlay entry: the executable stands in for the image's entrypoint program, whether a
     container leaves ``command`` unset or names that program (by path or file name)."""
@@ -101,7 +159,7 @@ def image_map() -> dict[str, ImageEntry]:
 def lookup(ref: str, table: Table | None = None) -> ImageEntry | None:
     """The entry for ``ref``: its repository and tag's, else its repository's."""
     t = image_map() if table is None else table
-    return t.get(tagged(ref)) or t.get(repository(ref))
+    return t.get(tagged(ref)) or t.get(repository(ref)) or base_images().get(base_name(ref))
 
 
 def changed(ref: str, table: Table | None = None) -> tuple[imagemap.MappedBinary | None, str]:
@@ -120,6 +178,10 @@ def argv_for(container: dict[str, Any], table: Table | None = None) -> list[str]
         raise errors.NotFoundError(f"image {container.get('image')!r} is not in the sim image map")
     command = list(container.get("command") or [])
     args = list(container.get("args") or [])
+    if entry.base:  # Kubernetes' rule over the image's ENTRYPOINT and CMD; looked up in its root
+        if command:
+            return [*command, *args]
+        return [*entry.entrypoint, *(args or entry.cmd)]
     if not command:
         return [*_tools(entry.entrypoint, entry), *args]
     prefix = entry.commands.get(command[0]) or entry.commands.get(command[0].rsplit("/", 1)[-1])
@@ -174,11 +236,18 @@ def tools_for(image_refs: Iterable[str], table: Table | None = None) -> list[str
 
 
 def kwok_exclusion_jq(table: Table | None = None) -> str:
-    """jq expression true for pods with at least one container of a mapped image (an entry
-    matches a reference's repository, or its repository and tag: :func:`matches`)."""
+    """jq expression true for the pods the sim kubelet runs (:func:`sim_runs`): at least one
+    container of a mapped image (an entry matches a reference's repository, or its repository and
+    tag), or of a base image (:func:`base_name`) when no annotation scripts the pod's end."""
     keys = json.dumps(sorted(image_map() if table is None else table))
-    return (
-        f"{keys} as $sim | [(.spec.containers // [])[] | .image | sub(\"@.*$\"; \"\") "
-        "| select(. as $ref | sub(\":[^:/]*$\"; \"\") as $repo | any($sim[]; . == $ref or . == $repo))] "
-        "| length > 0"
-    )
+    bases = json.dumps(sorted(base_images()))
+    refs = "[(.spec.containers // [])[] | .image | sub(\"@.*$\"; \"\")]"
+    mapped = (f"{keys} as $sim | {refs} | any(.[]; . as $ref | sub(\":[^:/]*$\"; \"\") as $repo "
+              "| any($sim[]; . == $ref or . == $repo))")
+    # base_name: drop tag, a registry host (a first part with '.' or ':', or localhost), library/
+    base = (f"{bases} as $base | {refs} | any(.[]; sub(\":[^:/]*$\"; \"\") | split(\"/\") "
+            "| (if length > 1 and ((.[0] | test(\"[.:]\")) or .[0] == \"localhost\") then .[1:] else . end) "
+            "| (if length > 1 and .[0] == \"library\" then .[1:] else . end) | join(\"/\") as $n "
+            "| any($base[]; . == $n))")
+    scripted_ = f"((.metadata.annotations // {{}}) as $a | {json.dumps(list(SCRIPTED))} | any(.[]; . as $k | $a | has($k)))"
+    return f"({mapped}) or (({base}) and ({scripted_} | not))"

@@ -17,7 +17,8 @@ cluster's simulated nodes and keeps the pod lifecycle for each pod with a mapped
   command/args;
 * reports status from the real processes: Running, terminated with the exit code, restarts
   per restartPolicy with back-off (CrashLoopBackOff while waiting), Succeeded/Failed;
-* on deletion sends SIGTERM, waits the grace period (capped), SIGKILLs, then removes the pod.
+* on deletion runs each running container's preStop hook, sends SIGTERM, waits the rest of the
+  grace period (capped at MAX_GRACE_S), SIGKILLs, writes the terminal status, then removes the pod.
 
 Logs of a container: ``<node folder>/pods/<ns>_<pod>/<container>.log`` (no kubelet API, so no
 ``kubectl logs``).
@@ -26,13 +27,16 @@ Logs of a container: ``<node folder>/pods/<ns>_<pod>/<container>.log`` (no kubel
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,7 @@ from gpucatalog.clusters.sim import (
     probes,
     procs,
     relay,
+    rootfs,
 )
 from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import ClusterConfig
@@ -59,13 +64,21 @@ MAX_GRACE_S = 10.0
 # A kubelet gives a container that failed its liveness probe its terminationGracePeriodSeconds;
 # the sim caps it so that one dying container does not stall every other pod's poll.
 LIVENESS_KILL_GRACE_S = 2.0
+# after a preStop hook used the grace period up, the containers still get this long after SIGTERM
+MIN_GRACE_AFTER_HOOK_S = 2.0
 # How often a running pod's ConfigMap/Secret/projected volumes are compared with their objects
 # (a kubelet's sync period is about a minute; the sim is quicker so suites need not wait).
 REFRESH_S = 2.0
 
 
 def is_sim_pod(pod: Any) -> bool:
-    return any(images.lookup(c.image or "") for c in pod.spec.containers)
+    return images.sim_runs([c.image or "" for c in pod.spec.containers], pod.metadata.annotations)
+
+
+# a base image's python (the python image) is the sim's own interpreter, wherever a command names it
+_PYTHON = re.compile(r"(.*/)?python(3(\.\d+)?)?")
+# what a runtime reports for a container it could not start (containerd: exit code 128)
+START_ERROR_CODE = 128
 
 
 class Kubelet:
@@ -127,29 +140,50 @@ class Kubelet:
         for c in pod.spec.containers:
             cont = podrun.Container(c.name, c.image or "", [], spec=c)
             run.containers.append(cont)
-            if images.lookup(c.image or "") is None:
+            entry = images.lookup(c.image or "")
+            if entry is None:
                 # a sidecar of an image the sim cannot run: reported running, no process
                 cont.state, cont.started_at = "running", podrun.now()
                 continue
-            try:
-                cont.argv = images.argv_for(self.api.sanitize_for_serialization(c))
-            except errors.CatalogError as exc:
-                cont.state, cont.reason, cont.message = "waiting", "StartError", str(exc)
-                continue
-            if cont.argv and cont.argv[0] in ("python3", "python"):
-                cont.argv[0] = sys.executable
-            self._write_spec(pod, c, run, cont.argv, prep)
             cont.log = podlogs.ContainerLog(run.dir / f"{c.name}.log", run.dir / "logs" / c.name)
             run.logs[c.name] = cont.log
+            try:
+                cont.argv = self._argv(c, entry)
+                self._write_spec(pod, c, run, cont.argv, prep, entry)
+            except errors.CatalogError as exc:
+                self._start_failed(run, cont, str(exc))
+                continue
             self.spawn(run, cont)
         self.report(run, force=True)
         self.apply_logs(run)
 
-    def _write_spec(self, pod: Any, c: Any, run: podrun.PodRun, argv: list[str], prep: podspec.Prepared) -> Path:
-        run.spec_file[c.name] = run.dir / f"{c.name}.json"
+    def _argv(self, c: Any, entry: images.ImageEntry) -> list[str]:
+        argv = images.argv_for(self.api.sanitize_for_serialization(c))
+        if not argv:
+            raise errors.InputError(f"container {c.name!r}: no command specified (the image has no CMD either)")
+        if argv[0] in ("python3", "python") or (entry.rootfs == "host" and _PYTHON.fullmatch(argv[0])):
+            argv[0] = sys.executable
+        return argv
+
+    def _start_failed(self, run: podrun.PodRun, cont: podrun.Container, why: str) -> None:
+        """The container could not be started (its command not found, say): terminated with
+        StartError, as a runtime reports it, and restarted or not per the pod's restartPolicy."""
+        now = podrun.now()
+        cont.popen, cont.rec, cont.probes = None, None, None
+        cont.state, cont.reason, cont.message, cont.exit_code = "terminated", "StartError", why, START_ERROR_CODE
+        cont.started_at = cont.finished_at = now
+        print(f"{run.namespace}/{run.name} {cont.name}: StartError: {why}", flush=True)
+        self._after_exit(run, cont, time.monotonic())
+
+    def _write_spec(self, pod: Any, c: Any, run: podrun.PodRun, argv: list[str], prep: podspec.Prepared,
+                    entry: images.ImageEntry | None = None) -> Path:
         spec = self.specs.container_spec(pod, c, argv, run.place, prep)
-        run.spec_file[c.name].write_text(json.dumps(spec, indent=1))
-        return run.spec_file[c.name]
+        if entry is not None and entry.rootfs == "busybox":
+            spec["rootfs"] = str(rootfs.ensure(entry.rootfs))
+        path = run.dir / f"{c.name}.json"
+        path.write_text(json.dumps(spec, indent=1))
+        run.spec_file[c.name] = path
+        return path
 
     def run_init_containers(self, pod: Any, run: podrun.PodRun, prep: podspec.Prepared) -> bool:
         """Run init containers in order (mapped images for real, others count as completed).
@@ -161,14 +195,12 @@ class Kubelet:
         for c in pod.spec.init_containers or []:
             started = podrun.now()
             code = 0
-            if images.lookup(c.image or "") is not None:
+            entry = images.lookup(c.image or "")
+            if entry is not None:
                 why = self._changed(c.image or "")
                 if why:
                     raise errors.InputError(f"init container {c.name}: {why}")
-                argv = images.argv_for(self.api.sanitize_for_serialization(c))
-                if argv and argv[0] in ("python3", "python"):
-                    argv[0] = sys.executable
-                spec = self._write_spec(pod, c, run, argv, prep)
+                spec = self._write_spec(pod, c, run, self._argv(c, entry), prep, entry)
                 try:
                     proc = executor.run([sys.executable, "-m", "gpucatalog.clusters.sim.podexec", str(spec)],
                                         env={"PYTHONPATH": self.cfg.python_path}, check=False, timeout=120)
@@ -240,7 +272,10 @@ class Kubelet:
                     self._exited(run, cont, now, message=why)
             if cont.state == "waiting" and cont.reason == "CrashLoopBackOff" and now >= cont.next_start:
                 cont.restarts += 1
-                self.spawn(run, cont)
+                if not cont.argv or cont.name not in run.spec_file:  # it never got as far as a process
+                    self._start_failed(run, cont, cont.message or "could not be started")
+                else:
+                    self.spawn(run, cont)
         self.report(run)
         self.apply_logs(run)
 
@@ -251,8 +286,15 @@ class Kubelet:
         cont.state, cont.finished_at, cont.probes = "terminated", podrun.now(), None
         cont.reason = "Completed" if cont.exit_code == 0 else "Error"
         cont.message = message
+        failed = run.spec_file.get(cont.name, run.dir / "none").with_suffix(".start-error")
+        if failed.exists():  # podexec could not exec the command: the runtime's StartError
+            cont.reason, cont.exit_code, cont.message = "StartError", START_ERROR_CODE, failed.read_text().strip()
+            failed.unlink()
         if cont.log is not None:
             cont.log.pump(final=True)
+        self._after_exit(run, cont, now)
+
+    def _after_exit(self, run: podrun.PodRun, cont: podrun.Container, now: float) -> None:
         again = run.restart_policy == "Always" or (run.restart_policy == "OnFailure" and cont.exit_code != 0)
         if again and not run.terminating:
             cont.last = cont.state_doc()
@@ -302,9 +344,44 @@ class Kubelet:
                 print(f"logs of {run.namespace}/{run.name}: {exc.status} {exc.reason}", flush=True)
 
     def kill(self, run: podrun.PodRun, grace: float) -> None:
-        """End every process of the pod, its network namespace last."""
-        _stop(run.containers, min(grace, MAX_GRACE_S))
+        """End every process of the pod, its network namespace last: each running container's
+        preStop hook first (exec, httpGet, sleep; all at once, within the grace period), then
+        SIGTERM, SIGKILL for what is left when the rest of the grace period is up (at least
+        MIN_GRACE_AFTER_HOOK_S after a hook, as a kubelet gives)."""
+        grace = min(grace, MAX_GRACE_S)
+        deadline = time.monotonic() + grace
+        if grace > 0 and self._pre_stop(run, deadline):
+            grace = max(deadline - time.monotonic(), MIN_GRACE_AFTER_HOOK_S)
+        _stop(run.containers, grace)
         self._release_net(run)
+
+    def _pre_stop(self, run: podrun.PodRun, deadline: float) -> bool:
+        """Run the preStop hooks of the running containers; whether any ran."""
+        todo = []
+        for cont in run.containers:
+            life = getattr(cont.spec, "lifecycle", None)
+            hook = life.pre_stop if life is not None else None
+            if hook is None or cont.state != "running" or cont.rec is None:
+                continue
+            left = max(deadline - time.monotonic(), 0.1)
+            try:
+                if hook.sleep is not None:
+                    spec = probes.Spec("sleep", timeout=min(float(hook.sleep.seconds or 0), left))
+                else:
+                    spec = probes.handler(hook, cont.spec) or probes.Spec("none")
+                    spec = dataclasses.replace(spec, timeout=left)
+            except (AttributeError, TypeError, ValueError) as exc:  # never let one hook stop the kubelet
+                print(f"{run.namespace}/{run.name} {cont.name}: preStop hook not run: {exc}", flush=True)
+                continue
+            todo.append((cont, self.pool.submit(_hook, spec, run.place.bind_ip(self.cfg.slot), run.net, cont.rec.pid)))
+        for cont, fut in todo:
+            try:
+                ok, seen = fut.result(timeout=max(deadline - time.monotonic(), 0.1))
+            except FutureTimeout:
+                ok, seen = False, "still running when the grace period ran out"
+            if not ok:  # a kubelet records a FailedPreStopHook event and goes on
+                print(f"{run.namespace}/{run.name} {cont.name}: preStop hook failed: {seen}", flush=True)
+        return bool(todo)
 
     def _release_net(self, run: podrun.PodRun) -> None:
         if run.net is not None:
@@ -377,6 +454,17 @@ class Kubelet:
         for run in list(self.pods.values()):
             self.kill(run, 2.0)
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _hook(spec: probes.Spec, ip: str, net: Any, pid: int) -> tuple[bool, str]:
+    """One preStop handler: a probe handler run once (exec in the container, httpGet in the pod's
+    network), or the sleep action."""
+    if spec.kind == "sleep":
+        time.sleep(spec.timeout)  # the handler itself is a sleep (lifecycle.preStop.sleep)
+        return True, "slept"
+    if spec.kind == "none":
+        return False, "no handler the sim runs (tcpSocket is not a lifecycle handler)"
+    return probes.run_once(spec, ip, net, pid)
 
 
 def _stop(conts: list[podrun.Container], grace: float) -> None:

@@ -93,7 +93,11 @@ def live(lay: Layout, core: Any) -> list[str]:
     parts.append("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (pinned builds)")
     parts.append("kwok: node and pod lifecycle of simulated nodes")
     parts += _binary_lines(lay, core)[0]
-    parts += [p.ident + ": real process run by the sim kubelet" for p in _pods(lay, core) if p.live and not p.stand_in]
+    for p in _pods(lay, core):
+        if p.live and not p.stand_in:
+            base = [ref for ref, entry in zip(p.images, p.served, strict=True) if entry in images.base_images()]
+            own = f" (its containers' own commands: {', '.join(base)} on the sim's root file system)" if base else ""
+            parts.append(p.ident + ": real process run by the sim kubelet" + own)
     return parts
 
 

@@ -14,6 +14,12 @@ Run by the sim kubelet as ``python -m …sim.podexec SPEC.json`` (in its own ses
    entries, so nothing is ever created on the host file system,
 4. chroots into the pod root and execs the container argv with the pod's environment.
 
+For a base image (``rootfs`` in the spec, :mod:`.rootfs`), the pod root holds a copy of that
+root's links and small files (the container's writable layer), its binaries bound read-only, and
+the host's /proc, /dev and /sys, instead of the host's top-level entries. When the command cannot
+be executed, the reason goes to ``<spec>.start-error`` (the kubelet reports StartError) and the
+exit code is 128.
+
 Needs root (CAP_SYS_ADMIN), as a real kubelet does.
 """
 
@@ -99,12 +105,21 @@ def _in_root(root: str, path: str) -> str:
     return "/".join(done)
 
 
-def _mountpoint(root: str, mount_path: str, is_dir: bool) -> str:
+def _mountpoint(root: str, mount_path: str, is_dir: bool, own_root: bool = False) -> str:
+    """Where ``mount_path`` is mounted in the pod root, made when missing. ``own_root``: the root
+    is the container's own copy (a base image's), so missing folders are simply made in it."""
     rel = _in_root(root, mount_path)
     target = os.path.join(root, rel)
     if os.path.lexists(target):
         return target
     parts = rel.split("/")
+    if own_root:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if is_dir:
+            os.mkdir(target)
+        else:
+            Path(target).touch()
+        return target
     # deepest ancestor that exists in the pod root
     depth = len(parts) - 1
     while depth > 0 and not os.path.isdir(os.path.join(root, *parts[:depth])):
@@ -120,21 +135,58 @@ def _mountpoint(root: str, mount_path: str, is_dir: bool) -> str:
     return target
 
 
-def setup_root(root: str, mounts: list[dict[str, object]]) -> None:
+HOST_ENTRIES = ("proc", "dev", "sys")
+START_ERROR_CODE = 128
+
+
+def _base_root(root: str, base: str) -> None:
+    """Fill the (tmpfs) pod root from a base image's root: directories, links and small files
+    copied, regular files over 64 KiB (its binaries) bound read-only, /proc, /dev, /sys the host's."""
+    for top, dirs, files in os.walk(base):
+        rel = os.path.relpath(top, base)
+        for d in list(dirs):
+            src, dst = os.path.join(top, d), os.path.normpath(os.path.join(root, rel, d))
+            if os.path.islink(src):
+                os.symlink(os.readlink(src), dst)
+                dirs.remove(d)
+            elif rel == "." and d in HOST_ENTRIES:
+                _bind_entry("/" + d, dst)
+                dirs.remove(d)
+            else:
+                os.mkdir(dst, os.stat(src).st_mode & 0o7777)
+                os.chmod(dst, os.stat(src).st_mode & 0o7777)
+        for f in files:
+            src, dst = os.path.join(top, f), os.path.normpath(os.path.join(root, rel, f))
+            if os.path.islink(src):
+                os.symlink(os.readlink(src), dst)
+            elif os.path.getsize(src) > 64 * 1024:
+                Path(dst).touch(os.stat(src).st_mode & 0o7777)
+                _mount(src, dst, None, MS_BIND)
+                _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+            else:
+                Path(dst).write_bytes(Path(src).read_bytes())
+                os.chmod(dst, os.stat(src).st_mode & 0o7777)
+
+
+def setup_root(root: str, mounts: list[dict[str, object]], base: str | None = None) -> None:
     if _libc.unshare(CLONE_NEWNS) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     os.makedirs(root, exist_ok=True)
-    _mount("tmpfs", root, "tmpfs", 0, "size=4m,mode=755")
-    for name in sorted(os.listdir("/")):
-        try:
-            _bind_entry("/" + name, os.path.join(root, name))
-        except OSError:
-            continue
+    if base:
+        _mount("tmpfs", root, "tmpfs", 0, "size=256m,mode=755")
+        _base_root(root, base)
+    else:
+        _mount("tmpfs", root, "tmpfs", 0, "size=4m,mode=755")
+        for name in sorted(os.listdir("/")):
+            try:
+                _bind_entry("/" + name, os.path.join(root, name))
+            except OSError:
+                continue
     for m in sorted(mounts, key=lambda m: str(m["mountPath"]).count("/")):
         src = str(m["source"])
-        target = _mountpoint(root, str(m["mountPath"]), os.path.isdir(src))
+        target = _mountpoint(root, str(m["mountPath"]), os.path.isdir(src), own_root=bool(base))
         _mount(src, target, None, MS_BIND | MS_REC)
         if m.get("readOnly"):
             _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
@@ -153,17 +205,26 @@ def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text())
     if spec.get("net"):
         join_pod_network(spec["net"])
-    setup_root(spec["root"], spec["mounts"])
+    # the spec's folder, kept open across the chroot (not inherited by the exec'd program) for a
+    # start error's reason
+    spec_dir = os.open(os.path.dirname(os.path.abspath(argv[0])), os.O_RDONLY | os.O_DIRECTORY)
+    setup_root(spec["root"], spec["mounts"], spec.get("rootfs"))
     os.chroot(spec["root"])
-    os.chdir(spec.get("workingDir") or "/")
     env = dict(spec["env"])
     try:
+        workdir = spec.get("workingDir") or "/"
+        os.makedirs(workdir, exist_ok=True)  # a runtime creates a missing workingDir
+        os.chdir(workdir)
         os.execvpe(spec["argv"][0], spec["argv"], env)
     except OSError as exc:
+        why = f"exec: {spec['argv'][0]!r}: {exc.strerror or exc}"
         print(f"sim podexec: cannot run {spec['argv'][0]}: {exc}", file=sys.stderr)
-        return 127
+        name = Path(argv[0]).with_suffix(".start-error").name
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=spec_dir)
+        with os.fdopen(fd, "w") as f:
+            f.write(why)
+        return START_ERROR_CODE
     return 0  # not reached
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

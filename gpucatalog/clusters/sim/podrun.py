@@ -49,8 +49,9 @@ class Container:
         if self.state == "running":
             return {"running": {"startedAt": self.started_at}}
         if self.state == "terminated":
-            return {"terminated": {"exitCode": self.exit_code, "reason": self.reason, "startedAt": self.started_at,
-                                   "finishedAt": self.finished_at}}
+            done = {"exitCode": self.exit_code, "reason": self.reason, "startedAt": self.started_at,
+                    "finishedAt": self.finished_at}
+            return {"terminated": {**done, "message": self.message} if self.message else done}
         return {"waiting": {"reason": self.reason, "message": self.message}}
 
 

@@ -61,6 +61,22 @@ def _port(value: Any, container: Any) -> int:
 
 def parse(probe: Any, container: Any) -> Spec | None:
     """The ``Spec`` of a V1Probe (None when absent or of a kind not run here)."""
+    spec = handler(probe, container)
+    if spec is None:
+        return None
+    return dataclasses.replace(
+        spec,
+        initial_delay=float(probe.initial_delay_seconds or 0),
+        period=float(probe.period_seconds or 10),
+        timeout=float(probe.timeout_seconds or 1),
+        success_threshold=int(probe.success_threshold or 1),
+        failure_threshold=int(probe.failure_threshold or 3),
+    )
+
+
+def handler(probe: Any, container: Any) -> Spec | None:
+    """The handler of a V1Probe or V1LifecycleHandler (a preStop hook) as a ``Spec`` with default
+    timing (None when absent or of a kind not run here)."""
     if probe is None:
         return None
     if probe.http_get is not None:
@@ -73,14 +89,7 @@ def parse(probe: Any, container: Any) -> Spec | None:
         spec = Spec("exec", command=tuple(probe.var_exec.command or []))
     else:
         return None
-    return dataclasses.replace(
-        spec,
-        initial_delay=float(probe.initial_delay_seconds or 0),
-        period=float(probe.period_seconds or 10),
-        timeout=float(probe.timeout_seconds or 1),
-        success_threshold=int(probe.success_threshold or 1),
-        failure_threshold=int(probe.failure_threshold or 3),
-    )
+    return spec
 
 
 def _connect(spec: Spec, ip: str, net: netns.PodNet | None) -> socket.socket:

@@ -83,7 +83,7 @@ def test_a_tag_of_its_own_runs_its_own_binary(tmp_path: Path) -> None:
     expr = images.kwok_exclusion_jq(table)
 
     def kwok_skips(ref: str) -> bool:
-        pod = {"spec": {"containers": [{"image": "busybox"}, {"image": ref}]}}
+        pod = {"spec": {"containers": [{"image": "nvcr.io/nvidia/cuda:12"}, {"image": ref}]}}
         return executor.run(["jq", expr], input=json.dumps(pod)).stdout.strip() == "true"
 
     for ref in ("ghcr.io/x/sched:v0.17.0", "ghcr.io/x/sched:v9", "reg:5000/y/only:v2", "reg:5000/y/only:v2@sha256:1"):

@@ -36,13 +36,16 @@ def test_nodes_ready_with_gpus(sim_cluster: SimCluster, k8s_client: Any) -> None
     assert version.git_version == "v1.36.3" and version.major == "1"
 
 
-def test_gpu_job_runs_to_succeeded_via_default_scheduler(k8s_client: Any, sim_namespace: str) -> None:
+def test_gpu_job_with_a_scripted_end_runs_to_succeeded_via_default_scheduler(k8s_client: Any, sim_namespace: str) -> None:
+    # an image the sim cannot run: kwok keeps its pods running until the annotation ends them
     job = {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gpu4"},
-        "spec": {"completions": 4, "parallelism": 4, "backoffLimit": 0, "template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base",
-                            "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+        "spec": {"completions": 4, "parallelism": 4, "backoffLimit": 0, "template": {
+            "metadata": {"annotations": {"sim.gpu-catalog.dev/run-for": "1s"}},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base",
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
     }
     client.BatchV1Api(k8s_client).create_namespaced_job(sim_namespace, job)
     done = wait("job complete", lambda: (client.BatchV1Api(k8s_client)
@@ -59,13 +62,13 @@ def test_bare_pod_finishes_on_request(k8s_client: Any, sim_namespace: str) -> No
     core = client.CoreV1Api(k8s_client)
     pod = {"metadata": {"name": "finisher", "annotations": {"sim.gpu-catalog.dev/complete": "true",
                                                            "sim.gpu-catalog.dev/exit-code": "3"}},
-           "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+           "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base"}]}}
     core.create_namespaced_pod(sim_namespace, pod)
     p = wait("pod failed", lambda: (lambda x: x if x.status.phase == "Failed" else None)(
         core.read_namespaced_pod("finisher", sim_namespace)))
     assert p.status.container_statuses[0].state.terminated.exit_code == 3
-    core.create_namespaced_pod(sim_namespace, {"metadata": {"name": "sleeper"},
-                                               "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    core.create_namespaced_pod(sim_namespace, {"metadata": {"name": "sleeper"}, "spec": {
+        "containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base"}]}})
     wait("pod running", lambda: core.read_namespaced_pod("sleeper", sim_namespace).status.phase == "Running")
     time.sleep(1.5)
     assert core.read_namespaced_pod("sleeper", sim_namespace).status.phase == "Running"  # not asked: keeps running
@@ -351,7 +354,7 @@ def test_admission_webhook_in_a_pod_is_reached_through_its_service(k8s_client: A
                                        "caBundle": base64.b64encode(crt).decode()}}]})
     try:
         denied = {"metadata": {"name": "bad", "labels": {"sim.gpu-catalog.dev/deny": "true"}},
-                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+                  "spec": {"containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base"}]}}
 
         def rejected() -> bool:
             try:
@@ -363,7 +366,7 @@ def test_admission_webhook_in_a_pod_is_reached_through_its_service(k8s_client: A
 
         assert wait("webhook denies", rejected, timeout=30)
         core.create_namespaced_pod(ns, {"metadata": {"name": "good"},
-                                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+                                        "spec": {"containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base"}]}})
     finally:
         client.AdmissionregistrationV1Api(k8s_client).delete_validating_webhook_configuration(f"deny-{ns}")
 
@@ -453,7 +456,7 @@ def test_node_agent_assigns_gpus_to_reservation_pods(sim_cluster: SimCluster, k8
         core.create_namespace({"metadata": {"name": ns}})
     for i in range(2):
         core.create_namespaced_pod(ns, {"metadata": {"name": f"gpu-reservation-{i}"}, "spec": {
-            "nodeName": "h100-node-0001", "containers": [{"name": "c", "image": "busybox",
+            "nodeName": "h100-node-0001", "containers": [{"name": "c", "image": "nvcr.io/nvidia/cuda:12.4.0-base",
                                                           "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
     try:
         def annotated() -> list[str] | None:

@@ -1,7 +1,8 @@
 """Integration tests of faithful sim-kubelet pods, with the project's own demo programs
 (``demo-probe``, ``podlister``): per-pod network namespaces and their clean-up, subPath mounts,
 readiness probes driving Ready and Deployment availability, liveness restarts, ``kubectl logs``
-and ``--previous``."""
+and ``--previous``; and common base images (busybox, …) running their containers' own commands,
+with start failures reported as StartError under each restartPolicy."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 
-from gpucatalog.clusters.sim import SimCluster, netns, procs
+from gpucatalog.clusters.sim import SimCluster, netns, procs, rootfs
 from tests.clusters.sim import waiting
 
 pytestmark = pytest.mark.integration
@@ -302,3 +303,112 @@ def test_kubectl_logs_and_previous_of_a_restarted_container(k8s_client: Any, sim
     assert "hello" in previous and previous.count("demo-probe start") == 1
     stamped = core.read_namespaced_pod_log("talk", ns, container="main", timestamps=True)
     assert stamped.splitlines()[0].split(" ", 1)[0].endswith("Z")
+
+
+# -- base images: the container's own command --------------------------------------------------------
+needs_busybox = pytest.mark.skipif(not rootfs.available("busybox"),
+                                   reason="Debian's busybox-static not installed (scripts/install-system-deps)")
+
+
+def _terminated(core: Any, ns: str, name: str) -> Any:
+    p = core.read_namespaced_pod(name, ns)
+    st = (p.status.container_statuses or [None])[0]
+    return p if p.status.phase in ("Succeeded", "Failed") and st is not None and st.state.terminated else None
+
+
+@needs_busybox
+def test_busybox_runs_its_own_command_with_env_workdir_and_mounts(sim_cluster: SimCluster, k8s_client: Any,
+                                                                  sim_namespace: str) -> None:
+    ns, core = sim_namespace, client.CoreV1Api(k8s_client)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "cfg"}, "data": {"greeting": "hello"}})
+    script = "echo $WHO in $(pwd); cat /etc/cfg/greeting; exit 3"
+    core.create_namespaced_pod(ns, _pod("three", [{
+        "name": "main", "image": "busybox:1.36", "command": ["sh", "-c"], "args": [script],
+        "env": [{"name": "WHO", "value": "busybox"}], "workingDir": "/work",
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]}],
+        restartPolicy="Never", volumes=[{"name": "cfg", "configMap": {"name": "cfg"}}]))
+    core.create_namespaced_pod(ns, _pod("sleeper", [{"name": "main", "image": "library/alpine:3.20",
+                                                     "command": ["sleep", "infinity"]}]))
+    core.create_namespaced_pod(ns, _pod("py", [{
+        "name": "main", "image": "python:3.12-slim", "workingDir": "/tmp",
+        "command": ["python", "-c", "import os; print('python in', os.getcwd()); raise SystemExit(4)"]}],
+        restartPolicy="Never"))
+    failed = wait("sh -c 'exit 3' to fail", lambda: _terminated(core, ns, "three"))
+    term = failed.status.container_statuses[0].state.terminated
+    assert (failed.status.phase, term.exit_code, term.reason) == ("Failed", 3, "Error")
+    assert wait("its log", lambda: _log(core, ns, "three")) == "busybox in /work\nhello\n"
+    # the evidence says it ran its own command
+    line = next(x for x in sim_cluster.live_parts() if x.startswith(f"pod {ns}/three "))
+    assert line.endswith("real process run by the sim kubelet (its containers' own commands: busybox:1.36 on the "
+                         "sim's root file system)"), line
+    py = wait("the python pod to fail", lambda: _terminated(core, ns, "py"))
+    assert py.status.container_statuses[0].state.terminated.exit_code == 4
+    assert wait("its log", lambda: _log(core, ns, "py")) == "python in /tmp\n"
+    wait("sleep infinity to run", lambda: _running(core, ns, "sleeper"))
+    sleeper = core.read_namespaced_pod("sleeper", ns)
+    pid = int(sleeper.status.container_statuses[0].container_id.removeprefix("sim://"))
+    assert pid > 0 and Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"infinity"]
+    # it ends when the pod is deleted (SIGTERM), and not before
+    assert core.read_namespaced_pod("sleeper", ns).status.phase == "Running"
+    core.delete_namespaced_pod("sleeper", ns)
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod("sleeper", ns)
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait("the sleeper to be gone", gone)
+    assert not Path(f"/proc/{pid}").exists() or b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+@needs_busybox
+def test_a_command_that_cannot_start_is_start_error_under_each_restart_policy(k8s_client: Any, sim_namespace: str) -> None:
+    ns, core = sim_namespace, client.CoreV1Api(k8s_client)
+    missing = {"name": "main", "image": "debian:12", "command": ["/no/such/program"]}
+    core.create_namespaced_pod(ns, _pod("never", [missing], restartPolicy="Never"))
+    core.create_namespaced_pod(ns, _pod("always", [missing], restartPolicy="Always"))
+    failed = wait("the pod to fail", lambda: _terminated(core, ns, "never"))
+    term = failed.status.container_statuses[0].state.terminated
+    assert (failed.status.phase, term.reason, term.exit_code) == ("Failed", "StartError", 128)
+    assert "/no/such/program" in term.message
+
+    def restarted() -> Any:
+        st = (core.read_namespaced_pod("always", ns).status.container_statuses or [None])[0]
+        return st if st is not None and st.restart_count >= 1 and st.last_state.terminated else None
+
+    st = wait("a restart after StartError", restarted)
+    assert st.last_state.terminated.reason == "StartError"
+    assert core.read_namespaced_pod("always", ns).status.phase == "Running"  # as a kubelet reports a crash loop
+
+
+@needs_busybox
+def test_deletion_runs_pre_stop_then_sigterm_then_sigkill_after_the_grace_period(
+        sim_cluster: SimCluster, k8s_client: Any, sim_namespace: str) -> None:
+    ns, core = sim_namespace, client.CoreV1Api(k8s_client)
+    node, out = "h100-node-0003", f"/var/log/grace-{sim_namespace}"
+    graceful = ('trap "echo term >> /out/log; exit 7" TERM; echo started >> /out/log; '
+                "while :; do sleep 1 & wait $!; done")
+    stubborn = 'trap "" TERM; echo stubborn >> /out/log; while :; do sleep 1; done'
+    mount = [{"name": "out", "mountPath": "/out"}]
+    core.create_namespaced_pod(ns, _pod("grace", [
+        {"name": "main", "image": "busybox", "command": ["sh", "-c", graceful], "volumeMounts": mount,
+         "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo prestop >> /out/log"]}}}},
+        {"name": "stubborn", "image": "busybox", "command": ["sh", "-c", stubborn], "volumeMounts": mount}],
+        nodeName=node, terminationGracePeriodSeconds=3,
+        volumes=[{"name": "out", "hostPath": {"path": out, "type": "DirectoryOrCreate"}}]))
+    log = sim_cluster.node_dir(node) / out.lstrip("/") / "log"
+    wait("both containers to start", lambda: log.exists() and {"started", "stubborn"} <= set(log.read_text().split()))
+    seen: list[Any] = []
+    w = watch.Watch()
+    core.delete_namespaced_pod("grace", ns)
+    for ev in w.stream(core.list_namespaced_pod, ns, field_selector="metadata.name=grace", timeout_seconds=60):
+        seen.append(ev["object"])
+        if ev["type"] == "DELETED":
+            w.stop()
+    # the terminal status was written before the pod object went
+    states = {s.name: s.state.terminated for s in seen[-1].status.container_statuses}
+    assert states["main"] is not None and states["main"].exit_code == 7  # its TERM trap ran
+    assert states["stubborn"] is not None and states["stubborn"].exit_code == 137  # SIGKILLed after the grace period
+    assert [x for x in log.read_text().split() if x in ("prestop", "term")] == ["prestop", "term"]

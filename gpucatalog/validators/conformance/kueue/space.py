@@ -26,7 +26,8 @@ from gpucatalog.validators.conformance.queueing import contract as queueing_cont
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-# kwok completes Job pods at once; the sim keeps them running this long (other clusters ignore it).
+# On the sim, kwok ends a workload pod after this long (a scripted end; without it the pod runs
+# until deleted, as the container would); other clusters ignore it.
 RUN_FOR = "sim.gpu-catalog.dev/run-for"
 
 

@@ -1,24 +1,30 @@
 """The queueing contract on a live Kueue (the pinned manager run by the sim kubelet, installed from
 the gpu-queueing bundle): the gang suite passes, and the contract can fail — a cohort without
 borrowing fails the borrowing case, preemption switched off fails reclaim, and Kueue's manager
-killed mid-case fails that case with the cause while the next one starts clean."""
+killed mid-case fails that case with the cause while the next one starts clean. On the same cluster,
+the fill-every-GPU-then-one-more scenario (tests/clusters/sim/fill.py): the extra Job's pod stays
+Pending, Unschedulable, under kube-scheduler alone and under Kueue."""
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from gpucatalog.catalog import install, loader, render
-from gpucatalog.clusters.sim import SimCluster
+from gpucatalog.clusters.sim import SimCluster, rootfs
 from gpucatalog.validators.conformance.kit import base, kube_client
 from gpucatalog.validators.conformance.kueue import adapter as kueue_adapter
+from gpucatalog.validators.conformance.kueue import space as kueue_space
 from gpucatalog.validators.conformance.queueing import contract as queueing_contract
 from gpucatalog.validators.conformance.queueing_suites import gang
+from tests.clusters.sim import fill
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[4]
@@ -103,3 +109,49 @@ def test_kueue_killed_mid_case_fails_that_case_and_the_next_starts_clean(
     kube.close()
     assert killed.result == "failed" and "Kueue's controller manager" in killed.reason, killed.reason
     assert after.result == "passed", after.reason
+
+
+@pytest.fixture()
+def fill_ns(kueue_cluster: Path) -> Iterator[tuple[Any, str]]:
+    kube = kube_client.Kube(kueue_cluster)
+    ns = f"fill-{uuid.uuid4().hex[:5]}"
+    kube.core.create_namespace({"metadata": {"name": ns}})
+    try:
+        yield kube, ns
+    finally:
+        for step in (lambda: kube.batch.delete_collection_namespaced_job(ns, propagation_policy="Background"),
+                     lambda: kube.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0),
+                     lambda: kube.core.delete_namespace(ns, propagation_policy="Background")):
+            try:
+                step()
+            except client.ApiException as exc:  # the Kueue case's cleanup deleted the namespace already
+                if exc.status != 404:
+                    raise
+        kube.close()
+
+
+def test_every_gpu_full_then_one_more_stays_unschedulable_under_kube_scheduler(fill_ns: tuple[Any, str]) -> None:
+    kube, ns = fill_ns
+    seen = fill.fill_then_one_more(kube.api, ns)
+    assert seen["fillers"] == 16 and "Insufficient nvidia.com/gpu" in seen["message"], seen
+    if rootfs.available("busybox"):  # each filler a real process sleeping until deleted
+        assert seen["real"] == 16, seen
+
+
+def test_every_gpu_full_then_one_more_stays_unschedulable_under_kueue(fill_ns: tuple[Any, str]) -> None:
+    kube, ns = fill_ns
+    free = fill.free_gpus(kube.core, ns)
+    assert free
+    # quota for one more than the cluster holds: Kueue admits the extra Job, kube-scheduler finds no GPU
+    sp = kueue_space.KueueSpace(kube, kueue_space.KueueParams(), ns)
+    try:
+        sp.build(queueing_contract.Dept("root", free + 1, (queueing_contract.Team("q", free + 1),)))
+        seen = fill.fill_then_one_more(kube.api, ns, {kueue_space.QUEUE_LABEL: "q"})
+        workloads = {w["metadata"]["ownerReferences"][0]["name"]: w for w in kube.custom.list_namespaced_custom_object(
+            kueue_space.GROUP, kueue_space.VERSION, ns, "workloads")["items"]}
+        admitted = {name for name, w in workloads.items()
+                    if any(c["type"] == "Admitted" and c["status"] == "True" for c in w["status"].get("conditions", []))}
+        assert admitted == set(workloads) and "one-more" in admitted, workloads.keys()
+        assert "Insufficient nvidia.com/gpu" in seen["message"], seen
+    finally:
+        sp.cleanup()

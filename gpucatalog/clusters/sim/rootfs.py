@@ -1,0 +1,84 @@
+"""Root file systems the sim kubelet runs common base images on (``data/base-images.yaml``).
+
+``busybox``: Debian's busybox-static binary with a link per applet, built once per binary (keyed by
+its sha256) under the cache folder, atomically (a half-built tree is never used). :mod:`.podexec`
+copies the tree (links and ``/etc``: a few kilobytes) into the container's own tmpfs root and binds
+the binary read-only, so a container may write anywhere but never into the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from gpucatalog.core import cachedir, errors, executor
+
+BUSYBOX = Path("/bin/busybox")
+KINDS = ("busybox", "host")
+# a bash for images whose CMD is bash: busybox's sh runs what simple bash scripts ask
+BASH = "#!/bin/sh\nexec /bin/sh \"$@\"\n"
+ETC = {
+    "passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+    "group": "root:x:0:\nnogroup:x:65534:\n",
+    "hostname": "sim\n",
+    "os-release": 'NAME="gpu-catalog sim busybox root"\nID=busybox\n',
+}
+
+
+def available(kind: str) -> bool:
+    """Whether this host can build ``kind`` (busybox: Debian's busybox-static is installed)."""
+    if kind == "host":
+        return True
+    return kind == "busybox" and BUSYBOX.is_file() and os.access(BUSYBOX, os.X_OK)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def ensure(kind: str, cache: Path | None = None) -> Path | None:
+    """The built root of ``kind`` (None for ``host``: the host's own file system)."""
+    if kind == "host":
+        return None
+    if not available(kind):
+        raise errors.NotFoundError(f"root file system {kind!r} cannot be built here: {BUSYBOX} is missing",
+                                   expected="Debian's busybox-static (scripts/install-system-deps)")
+    base = (cache or cachedir.root()) / "rootfs"
+    dest = base / f"busybox-{_sha(BUSYBOX)[:16]}"
+    if dest.is_dir():
+        return dest
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=base))
+    try:
+        _build_busybox(tmp)
+        try:
+            tmp.rename(dest)
+        except OSError:  # another process built it first
+            if not dest.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _build_busybox(root: Path) -> None:
+    applets = executor.run([str(BUSYBOX), "--list"]).stdout.split()
+    for d in ("bin", "usr/local/bin", "etc", "tmp", "root", "home", "var/tmp", "run", "proc", "dev", "sys"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    (root / "tmp").chmod(0o1777)
+    (root / "var/tmp").chmod(0o1777)
+    shutil.copy2(BUSYBOX, root / "bin" / "busybox")
+    for name in applets:
+        if name != "busybox" and "/" not in name:
+            os.symlink("busybox", root / "bin" / name)
+    if not (root / "bin" / "bash").exists():
+        (root / "bin" / "bash").write_text(BASH)
+        (root / "bin" / "bash").chmod(0o755)
+    os.symlink("bin", root / "sbin")
+    os.symlink("../bin", root / "usr" / "bin")
+    os.symlink("../bin", root / "usr" / "sbin")
+    for name, text in ETC.items():
+        (root / "etc" / name).write_text(text)
