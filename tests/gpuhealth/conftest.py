@@ -102,6 +102,9 @@ def executable(path: Path) -> bool:
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-health"
 GPU_HEALTH_NAMESPACE = "gpu-health"
+# What the session installs, as a certification tells the suite (its windows are gpu-health passes)
+SIM_VALUES = CHART / "ci" / "sim-values.yaml"
+BUNDLE_VALUES = {"gpu-health": yaml.safe_load(SIM_VALUES.read_text())}
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +118,7 @@ def _gpu_health_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[An
     cluster = sim.SimCluster(name)
     if not (keep and cluster.running()):
         cluster.up(8, "h100-80gb-x8", heartbeat_s=3.0)
-    values = yaml.safe_load((CHART / "ci" / "sim-values.yaml").read_text())
+    values = yaml.safe_load(SIM_VALUES.read_text())
     vfile = tmp_path_factory.mktemp("values") / "values.yaml"
     vfile.write_text(yaml.safe_dump(values))
     executor.run([str(ensure("helm")), "upgrade", "--install", "gpu-health", str(CHART), "-n", GPU_HEALTH_NAMESPACE,

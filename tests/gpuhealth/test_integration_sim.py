@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from .conftest import BUNDLE_VALUES
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]  # a whole remediation per case; slow on a busy machine
 
 NAMESPACE = "gpu-health"
@@ -22,7 +24,8 @@ def test_fault_remediation_suite_passes_on_sim(gpu_health_cluster: Any) -> None:
     logs: list[str] = []
     ctx = base.SuiteContext(
         kubeconfig=gpu_health_cluster.kubeconfig(),
-        params={"inject_fault": gpu_health_cluster.inject_fault, "gpu_health_namespace": NAMESPACE},
+        params={"inject_fault": gpu_health_cluster.inject_fault, "gpu_health_namespace": NAMESPACE,
+                                    "bundle_values": BUNDLE_VALUES},
         log=lambda m: logs.append(f"{time.strftime('%H:%M:%S')} {m}"),
     )
     result = fault_remediation.run(ctx)
@@ -74,7 +77,8 @@ def test_idle_case_fails_when_idle_links_are_judged(gpu_health_cluster: Any) -> 
     from gpucatalog.validators.conformance.remediation import fault_remediation
 
     ctx = base.SuiteContext(kubeconfig=gpu_health_cluster.kubeconfig(),
-                            params={"inject_fault": gpu_health_cluster.inject_fault, "gpu_health_namespace": NAMESPACE})
+                            params={"inject_fault": gpu_health_cluster.inject_fault, "gpu_health_namespace": NAMESPACE,
+                                    "bundle_values": BUNDLE_VALUES})
     env = remediation_env.Env(ctx)
     node = env.nodes[0]
     apps = client.AppsV1Api(gpu_health_cluster.api_client())

@@ -16,7 +16,7 @@ from gpucatalog.validators.conformance.kit import base, kube_client, pod_injecto
 from gpucatalog.validators.conformance.remediation import env as remediation_env
 from gpucatalog.validators.conformance.remediation import fault_remediation
 
-from .conftest import GPU_HEALTH_NAMESPACE
+from .conftest import BUNDLE_VALUES, GPU_HEALTH_NAMESPACE
 
 pytestmark = [pytest.mark.integration]
 
@@ -36,7 +36,7 @@ def _installed_agent(cluster: Any) -> pod_injector.AgentTemplate:
 
 def _ctx(cluster: Any, logs: list[str], **params: Any) -> base.SuiteContext:
     return base.SuiteContext(kubeconfig=cluster.kubeconfig(), params={"gpu_health_namespace": GPU_HEALTH_NAMESPACE,
-                                                                      **params},
+                                                                      "bundle_values": BUNDLE_VALUES, **params},
                              log=lambda m: logs.append(f"{time.strftime('%H:%M:%S')} {m}"))
 
 
