@@ -82,18 +82,17 @@ def charts(cat: model.Catalog, rb: render.RenderedBundle, registry: str | None) 
     return out
 
 
-def waves(rb: render.RenderedBundle, cat: model.Catalog) -> dict[str, int]:
+def waves(rb: render.RenderedBundle) -> dict[str, int]:
     """component -> sync wave: 0 without dependencies, else one more than its latest dependency."""
-    deps = _depends_on(rb, cat)
+    deps = _depends_on(rb)
     out: dict[str, int] = {}
     for c in rb.components:  # the render's install order: every dependency comes first
         out[c.name] = 1 + max((out[d] for d in deps[c.name]), default=-1)
     return out
 
 
-def _depends_on(rb: render.RenderedBundle, cat: model.Catalog) -> dict[str, tuple[str, ...]]:
-    b = cat.bundles[(rb.bundle, rb.version)]
-    return {e.name: e.depends_on for e in b.components}
+def _depends_on(rb: render.RenderedBundle) -> dict[str, tuple[str, ...]]:
+    return {c.name: c.depends_on for c in rb.components}
 
 
 def _overlays(rb: render.RenderedBundle, cat: model.Catalog) -> dict[str, dict[str, Any]]:
@@ -134,7 +133,7 @@ def argocd(cat: model.Catalog, rb: render.RenderedBundle, registry: str | None) 
     """One Application per component (namespace ``argocd``, project ``default``), sync wave by
     dependency depth, plus a kustomization.yaml listing them for an app of apps."""
     _refuse_overlays(rb, cat, "argocd")
-    srcs, wave = charts(cat, rb, registry), waves(rb, cat)
+    srcs, wave = charts(cat, rb, registry), waves(rb)
     files: dict[str, str] = {}
     for c in rb.components:
         chart = srcs[c.name]
@@ -169,7 +168,7 @@ def argocd(cat: model.Catalog, rb: render.RenderedBundle, registry: str | None) 
 def flux(cat: model.Catalog, rb: render.RenderedBundle, registry: str | None) -> dict[str, str]:
     """Per component a source (OCIRepository for an OCI chart, HelmRepository otherwise) and a
     HelmRelease in ``flux-system`` aimed at the component's namespace, ``dependsOn`` as the bundle's."""
-    srcs, deps, overlays = charts(cat, rb, registry), _depends_on(rb, cat), _overlays(rb, cat)
+    srcs, deps, overlays = charts(cat, rb, registry), _depends_on(rb), _overlays(rb, cat)
     files: dict[str, str] = {}
     for c in rb.components:
         chart = srcs[c.name]
@@ -209,7 +208,7 @@ def helmfile(cat: model.Catalog, rb: render.RenderedBundle, registry: str | None
     """One helmfile.yaml: a repository per chart source, a release per component, ``needs`` as
     the bundle's ``dependsOn``."""
     _refuse_overlays(rb, cat, "helmfile")
-    srcs, deps = charts(cat, rb, registry), _depends_on(rb, cat)
+    srcs, deps = charts(cat, rb, registry), _depends_on(rb)
     by_name = {c.name: c for c in rb.components}
     repos: dict[str, dict[str, Any]] = {}
     releases = []

@@ -191,8 +191,9 @@ async def _install_one(
             state = f"not ready: {exc}"
         if state == "simulated":
             say(f"{comp.name}: its pods are only simulated here; its readiness gate is not checked")
-    say(f"{comp.name} installed in {time.monotonic() - t0:.1f}s")
-    return Installed(comp.name, comp.release, comp.namespace, rev.revision, time.monotonic() - t0, state)
+    seconds = time.monotonic() - t0
+    say(f"{comp.name} installed in {seconds:.1f}s")
+    return Installed(comp.name, comp.release, comp.namespace, rev.revision, seconds, state)
 
 
 def install(
