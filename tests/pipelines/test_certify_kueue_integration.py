@@ -2,8 +2,10 @@
 manager runs live under the sim kubelet, the team queues go through its webhooks, and every suite
 of the bundle passes (the queueing contract's, fault remediation through gpu-health, and DRA GPU
 sharing allocated by kube-scheduler); the evidence says Kueue ran live and at which version, and
-that the DRA driver's kubelet plugin was the sim's stand-in. The test owns its cluster: the main job
-starts and stops it, and that is part of what is tested."""
+that the DRA driver's kubelet plugin was the sim's stand-in. Its signed evidence is then a cell of the
+compatibility matrix: `catalog matrix` reads it back for the default Kubernetes release and runs
+nothing again (the matrix's own cluster path is driven with stand-ins in test_matrix.py). The test
+owns its cluster: the main job starts and stops it, and that is part of what is tested."""
 
 from __future__ import annotations
 
@@ -13,17 +15,21 @@ from pathlib import Path
 
 import pytest
 
+from gpucatalog.catalog import loader
 from gpucatalog.cli import main
-from gpucatalog.pipelines import keys
+from gpucatalog.pipelines import keys, matrix, matrix_files
+from gpucatalog.toolchain import releases
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
 def test_certify_gpu_queueing_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     key = keys.generate(tmp_path / "keys", "ci")
+    # written where a matrix over tmp_path/"m" keeps the cell of 0.3.0 on the default release
+    evidence = tmp_path / "m" / "cells" / "gpu-queueing" / "0.3.0" / releases.minor(releases.default())
     rc = main(["certify", "gpu-queueing", "--cluster", "sim",
                "--cluster-name", f"certq-{os.getpid()}", "--signing-key", str(key.private_path),
-               "--evidence", str(tmp_path / "evidence"), "--json"])
+               "--evidence", str(evidence), "--json"])
     out = json.loads(capsys.readouterr().out)
     suites = {s["name"]: s for s in out["suites"]}
     failed = [(s, c["name"], c["reason"]) for s in suites.values() for c in s["cases"] if c["result"] != "passed"]
@@ -36,9 +42,17 @@ def test_certify_gpu_queueing_main_job(tmp_path: Path, capsys: pytest.CaptureFix
     assert "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.5.0" in stand_in[0]
     live = [line for line in out["cluster"]["live"] if "kueue-controller-manager" in line]
     assert live and "registry.k8s.io/kueue/kueue:v0.17.0" in live[0] and "real process" in live[0]
-    statement = json.loads((tmp_path / "evidence" / "statement.json").read_text())
+    statement = json.loads((evidence / "statement.json").read_text())
     pre = suites["quota_reclaim"]["cases"][0]
     assert pre["details"]["stack"] == "kueue" and pre["details"]["kueue_image"].endswith(":v0.17.0")
     latency = next(c for c in suites["quota_reclaim"]["cases"] if c["name"] == "reclaim_borrowed_gpus")["details"]["latency"]
     assert latency["count"] > 0 and latency["p95"] >= latency["p50"] > 0
     assert statement["predicate"]["tools"]["kueue"] == "v0.17.0"
+
+    # the same evidence, read back as a matrix cell: verified, green, nothing run again
+    (cell,) = matrix.run(loader.load_catalog(), matrix.Options(
+        bundles=["gpu-queueing@0.3.0"], kubernetes=[releases.default()], out_dir=tmp_path / "m",
+        signing_key=key.private_path, run=False), print)
+    assert cell.cached and cell.status == "passed", cell.detail
+    assert cell.digest == "sha256:" + statement["subject"][0]["digest"]["sha256"]
+    assert "✅ passed" in (tmp_path / "m" / matrix_files.MARKDOWN).read_text()
