@@ -27,8 +27,10 @@ from typing import Any
 
 import pyhelm3
 import pyhelm3.errors
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
-from gpucatalog.catalog import installorder, readiness, render
+from gpucatalog.catalog import helmcmd, installorder, readiness, render
 from gpucatalog.core import errors, kubeapi
 from gpucatalog.toolchain import build
 
@@ -95,7 +97,34 @@ def target(given: Path | None, timeout_s: float = 10, field: str = "--kubeconfig
 
 
 def _client(kubeconfig: Path | None) -> pyhelm3.Client:
-    return pyhelm3.Client(executable=str(build.ensure("helm")), kubeconfig=kubeconfig)
+    helm = str(build.ensure("helm"))
+    return pyhelm3.Client(command=helmcmd.Command(helm, kubeconfig), executable=helm)
+
+
+async def _pods_before(comp: render.RenderedComponent, kubeconfig: Path | None) -> set[str] | None:
+    """The component's workload pods before its install (None: the API server did not say)."""
+    try:
+        return await asyncio.to_thread(readiness.pod_uids, kubeapi.client_for(kubeconfig), comp.namespace, comp.objects)
+    except (HTTPError, OSError, ApiException):
+        return None
+
+
+async def _crash_loops(comp: render.RenderedComponent, kubeconfig: Path | None, before: set[str] | None,
+                       interval: float = 2.0) -> list[str]:
+    """Returns once a workload pod of ``comp`` that was not there ``before`` crash-loops
+    (``readiness.crash_loops``: a rollback replaces crashing pods, which crash on meanwhile); runs
+    until cancelled otherwise. An API server that does not answer is asked again."""
+    if before is None:
+        return await asyncio.Future()  # old pods cannot be told from new ones: Helm's timeout decides
+    api = kubeapi.client_for(kubeconfig)
+    while True:
+        try:
+            found = await asyncio.to_thread(readiness.crash_loops, api, comp.namespace, comp.objects, before=before)
+        except (HTTPError, OSError, ApiException):
+            found = []
+        if found:
+            return found
+        await asyncio.sleep(interval)
 
 
 def _wrap_rendered(comp: render.RenderedComponent, tmp: Path) -> Path:
@@ -158,20 +187,33 @@ async def _install_one(
     ref = _wrap_rendered(comp, tmp) if overlaid else Path(comp.chart_dir)
     say(f"installing {comp.name}@{comp.version} into namespace {comp.namespace}")
     chart = await client.get_chart(ref)
+    before = await _pods_before(comp, kubeconfig)
+    helm = asyncio.ensure_future(client.install_or_upgrade_release(
+        comp.release,
+        chart,
+        {} if overlaid else comp.values,
+        namespace=comp.namespace,
+        create_namespace=True,
+        wait=True,
+        timeout=f"{timeout_s}s",
+        description=description,
+        # the bundle's values are the whole truth: given none, Helm would copy the
+        # previous release's (a rollback to a version that sets no values kept the newer one's)
+        reset_values=True,
+    ))
+    watch = asyncio.ensure_future(_crash_loops(comp, kubeconfig, before))
+    await asyncio.wait({helm, watch}, return_when=asyncio.FIRST_COMPLETED)
+    if not helm.done():
+        # a controller failing at every start never gets ready: end Helm's wait now (Helm records
+        # the release as failed) rather than at its timeout
+        helm.cancel()
+        await asyncio.gather(helm, return_exceptions=True)
+        raise errors.CheckFailed(
+            f"install of {comp.name} (release {comp.release} in {comp.namespace}) failed: "
+            + "; ".join(watch.result()) + "; Helm's wait was stopped and the release marked failed")
+    watch.cancel()
     try:
-        rev = await client.install_or_upgrade_release(
-            comp.release,
-            chart,
-            {} if overlaid else comp.values,
-            namespace=comp.namespace,
-            create_namespace=True,
-            wait=True,
-            timeout=f"{timeout_s}s",
-            description=description,
-            # the bundle's values are the whole truth: given none, Helm would copy the
-            # previous release's (a rollback to a version that sets no values kept the newer one's)
-            reset_values=True,
-        )
+        rev = helm.result()
     except pyhelm3.errors.Error as exc:
         raise errors.CheckFailed(
             f"install of {comp.name} (release {comp.release} in {comp.namespace}) failed: "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,54 @@ def simulated(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) ->
         for pod in pods.items:
             running += [cs for cs in (pod.status.container_statuses or []) if cs.state and cs.state.running]
     return bool(running) and all(not cs.container_id for cs in running)
+
+
+# A container restarted this often and down again is crash-looping, not waiting out a dependency
+# that starts beside it: a kubelet's back-off adds up to 150 s by then (10 s doubling; the sim's
+# 30 s, from 2 s), so a controller that fails at every start is named before Helm's 300 s timeout.
+CRASH_RESTARTS = 5
+
+
+def _workload_pods(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, Any]]:
+    """("Kind ns/name", pod) for every pod a Deployment, StatefulSet or DaemonSet of the component selects."""
+    core = client.CoreV1Api(api)
+    for kind, ns, name in _workloads(objects, namespace):
+        obj = next((o for o in objects if o.get("kind") == kind and o["metadata"]["name"] == name), {})
+        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if not labels:
+            continue
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        pods: Any = core.list_namespaced_pod(ns, label_selector=selector)
+        for pod in pods.items:
+            yield f"{kind} {ns}/{name}", pod
+
+
+def pod_uids(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The UIDs of the component's workload pods now (those an install finds already there)."""
+    return {str(pod.metadata.uid) for _w, pod in _workload_pods(api, namespace, objects)}
+
+
+def crash_loops(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]],
+                restarts: int = CRASH_RESTARTS, before: Set[str] = frozenset()) -> list[str]:
+    """The containers of the component's workload pods that keep failing: restarted at least
+    ``restarts`` times and not running now (waiting in back-off, or terminated with an error).
+    Pods in ``before`` (UIDs) are not judged: an install replaces a broken version's pods, which
+    crash on until the new ones are ready."""
+    out = []
+    for workload, pod in _workload_pods(api, namespace, objects):
+        st = pod.status
+        if str(pod.metadata.uid) in before or not st:
+            continue
+        for cs in [*(st.init_container_statuses or []), *(st.container_statuses or [])]:
+            if (cs.restart_count or 0) < restarts or (cs.state and cs.state.running):
+                continue
+            last = (cs.last_state.terminated if cs.last_state else None) or (cs.state.terminated if cs.state else None)
+            waiting = cs.state.waiting.reason if cs.state and cs.state.waiting else ""
+            exit_text = (f"last exit code {last.exit_code}" + (f" ({last.reason})" if last.reason else "")
+                         if last else "no exit recorded")
+            out.append(f"{workload}: pod {pod.metadata.name} container {cs.name} is crash-looping "
+                       f"({cs.restart_count} restarts, {exit_text}" + (f", {waiting}" if waiting else "") + ")")
+    return out
 
 
 def wait(component: str, namespace: str, kubeconfig: Path | None, timeout_s: float, interval: float = 2.0,

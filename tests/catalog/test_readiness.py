@@ -84,3 +84,34 @@ def test_kai_gate_names_the_config_and_is_skipped_only_for_simulated_pods(kube: 
     with pytest.raises(readiness.NotReady) as info:
         readiness.wait("kai-scheduler", "kai-scheduler", kc, 1, interval=0.2, objects=[dep], skip_simulated=True)
     assert "Config kai-config (kai.scheduler/v1) does not exist" in str(info.value)
+
+
+def test_a_container_failing_at_every_start_is_named_and_one_that_recovers_is_not(
+        kube: tuple[Path, kube_client.Kube]) -> None:
+    _kc, k = kube
+    dep = _deployment(k, "kueue-crash", "kueue-controller-manager", ready=0, container_id="sim://2")
+    api = k.api
+    assert readiness.crash_loops(api, "kueue-crash", [dep]) == []
+    looping = {"name": "c", "image": "registry.k8s.io/pause:3.10", "imageID": "", "ready": False,
+               "restartCount": readiness.CRASH_RESTARTS,
+               "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+               "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+    k.core.patch_namespaced_pod_status("kueue-controller-manager-0", "kueue-crash",
+                                       {"status": {"containerStatuses": [looping]}})
+    assert readiness.crash_loops(api, "kueue-crash", [dep]) == [
+        "Deployment kueue-crash/kueue-controller-manager: pod kueue-controller-manager-0 container c is crash-looping "
+        f"({readiness.CRASH_RESTARTS} restarts, last exit code 1 (Error), CrashLoopBackOff)"]
+    # as many restarts, running again now (it waited out a dependency): not a crash loop
+    k.core.patch_namespaced_pod_status("kueue-controller-manager-0", "kueue-crash", {"status": {"containerStatuses": [
+        {**looping, "ready": True, "state": {"running": {}}}]}})
+    assert readiness.crash_loops(api, "kueue-crash", [dep]) == []
+    # a pod the install found already there (a broken version's, being replaced) is not judged
+    uids = readiness.pod_uids(api, "kueue-crash", [dep])
+    assert len(uids) == 1
+    k.core.patch_namespaced_pod_status("kueue-controller-manager-0", "kueue-crash", {"status": {"containerStatuses": [
+        looping]}})
+    assert readiness.crash_loops(api, "kueue-crash", [dep], before=uids) == []
+    # fewer restarts than that: still starting
+    k.core.patch_namespaced_pod_status("kueue-controller-manager-0", "kueue-crash", {"status": {"containerStatuses": [
+        {**looping, "restartCount": readiness.CRASH_RESTARTS - 1}]}})
+    assert readiness.crash_loops(api, "kueue-crash", [dep]) == []

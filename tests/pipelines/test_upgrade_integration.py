@@ -87,12 +87,14 @@ def test_crashing_controller_fails_the_upgrade_and_rollback_restores_old(
 """)
     rc, out = _run(tmp_path, capsys, "--catalog-dir", str(repo_copy), "certify", "gpu-queueing@0.3.0",
                    "--upgrade-from", "0.1.0", "--rollback", "--suite", "gang", "--ready-timeout", "120",
-                   # the broken manager never gets ready: Helm's wait for it is what ends the upgrade
-                   "--install-timeout", "120")
+                   # the broken manager never gets ready: its crash loop ends Helm's wait, well before
+                   # this timeout would
+                   "--install-timeout", "240")
     assert rc == 1 and out["result"] == "failed"
     cases = {c["name"]: c for s in out["suites"] if s["name"] == "upgrade" for c in s["cases"]}
     helm = cases["upgrade-helm"]
     assert helm["result"] == "failed" and "kueue-controller-manager" in helm["reason"], helm["reason"]
+    assert "is crash-looping" in helm["reason"] and "marked failed" in helm["reason"], helm["reason"]
     # back on 0.1.0: Helm went back, the work that ran through the failed upgrade still runs, the
     # queues are 0.1.0's again, and the pending Job is admitted
     for name in ("rollback-helm", "rollback-running-work-kept", "rollback-queues-kept", "rollback-pending-admitted"):
