@@ -114,6 +114,23 @@ def spawn(
             raise errors.ToolError(args, 126, f"not executable: {exc.filename}") from exc
 
 
+def piped(argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str], stdin: bool,
+          merge_stderr: bool) -> Process:
+    """Start ``argv`` with its output on pipes for the caller to stream (stdout, and stderr apart
+    unless ``merge_stderr``), stdin a pipe or closed, in exactly the environment ``env`` (not
+    added to ours: a command run inside a container gets the container's)."""
+    args = [os.fspath(a) for a in argv]
+    if DEBUG:
+        print(">>> " + " ".join(args), file=sys.stderr)
+    try:
+        return subprocess.Popen(args, env=dict(env), stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE)
+    except FileNotFoundError as exc:
+        raise errors.ToolError(args, 127, f"executable not found: {exc.filename}") from exc
+    except PermissionError as exc:
+        raise errors.ToolError(args, 126, f"not executable: {exc.filename}") from exc
+
+
 def probe(argv: Sequence[str | os.PathLike[str]], *, timeout: float, cap: int) -> tuple[int | None, bytes]:
     """Run an untrusted program briefly (a version question to a user's binary): its own process
     group, stdin closed, stdout+stderr read up to ``cap`` bytes for at most ``timeout`` seconds,

@@ -43,7 +43,8 @@ from gpucatalog.toolchain import build, releases
 
 MAX_NODES = 2000
 TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-PORT_NAMES = ("etcd", "etcd_peer", "apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# kubelet: every node's kubelet API (the sim kubelet's exec, the rest relayed to kwok's server)
+PORT_NAMES = ("etcd", "etcd_peer", "apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubelet")
 
 Progress = Callable[[str], None]
 

@@ -86,9 +86,13 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 f"--proxy-client-cert-file={pki.crt('front-proxy-client')}",
                 f"--proxy-client-key-file={pki.key('front-proxy-client')}",
-                # kubectl logs/exec reach a node's kubelet API (kwok's server) at its InternalIP
-                # 127.0.0.1, not at its name, which nothing resolves
+                # kubectl logs/exec reach a node's kubelet API (the sim kubelet's) at its InternalIP
+                # 127.0.0.1, not at its name, which nothing resolves; with the one client
+                # certificate that API accepts
                 "--kubelet-preferred-address-types=InternalIP",
+                *([f"--kubelet-client-certificate={pki.crt('apiserver-kubelet-client')}",
+                   f"--kubelet-client-key={pki.key('apiserver-kubelet-client')}"]
+                  if pki.crt("apiserver-kubelet-client").is_file() else []),
                 "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
                 "--profiling=false", "--event-ttl=30m",
             ],
@@ -130,9 +134,10 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
                 b["kwok"], f"--kubeconfig={lay.component_kubeconfig('kwok')}", f"--config={lay.kwok_config}",
                 "--manage-all-nodes=true", f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
                 f"--server-address=127.0.0.1:{p['kwok']}",
-                # kwok's server is every node's kubelet API (nodes advertise its port): TLS for the
-                # API server, and container logs of sim-kubelet pods from their Logs objects
-                f"--node-port={p['kwok']}", "--enable-crds=Logs",
+                # nodes advertise the sim kubelet's API (kubeletapi), which serves exec into its
+                # pods and relays the rest here: container logs of sim-kubelet pods from their
+                # Logs objects (a cluster made before that API advertises kwok's port itself)
+                f"--node-port={p.get('kubelet', p['kwok'])}", "--enable-crds=Logs",
                 f"--tls-cert-file={pki.crt('kubelet-server')}", f"--tls-private-key-file={pki.key('kubelet-server')}",
             ],
             f"http://127.0.0.1:{p['kwok']}/healthz",

@@ -20,8 +20,9 @@ cluster's simulated nodes and keeps the pod lifecycle for each pod with a mapped
 * on deletion runs each running container's preStop hook, sends SIGTERM, waits the rest of the
   grace period (capped at MAX_GRACE_S), SIGKILLs, writes the terminal status, then removes the pod.
 
-Logs of a container: ``<node folder>/pods/<ns>_<pod>/<container>.log`` (no kubelet API, so no
-``kubectl logs``).
+Logs of a container: ``<node folder>/pods/<ns>_<pod>/<container>.log``, served to ``kubectl logs``
+by kwok (:mod:`.podlogs`). ``kubectl exec`` runs in the container (:mod:`.kubeletapi`, a thread of
+this process, which every node advertises as its kubelet API).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from gpucatalog.clusters.sim import (
     egress,
     imagemap,
     images,
+    kubeletapi,
     netns,
     nodefs,
     podlogs,
@@ -105,6 +107,20 @@ class Kubelet:
         except self.client.ApiException as exc:
             if exc.status != 409:
                 raise
+
+    def exec_target(self, namespace: str, pod: str, container: str) -> kubeletapi.Target | str | None:
+        """What ``kubectl exec`` enters (:mod:`.kubeletapi`, another thread): the container's
+        process; why not (not running); None for a pod this kubelet does not run (kwok's)."""
+        run = next((r for r in list(self.pods.values()) if (r.namespace, r.name) == (namespace, pod)), None)
+        if run is None:
+            return None
+        cont = next((c for c in run.containers if c.name == container), None)
+        if cont is None:
+            return f"container {container!r} not found in pod {namespace}/{pod}"
+        rec = cont.rec
+        if cont.state != "running" or rec is None:
+            return f"container {container!r} of pod {namespace}/{pod} is not running ({cont.state})"
+        return kubeletapi.Target(rec.pid)
 
     # -- pod IPs ------------------------------------------------------------------------
     def alloc_ip(self) -> str:
@@ -178,7 +194,7 @@ class Kubelet:
     def _write_spec(self, pod: Any, c: Any, run: podrun.PodRun, argv: list[str], prep: podspec.Prepared,
                     entry: images.ImageEntry | None = None) -> Path:
         spec = self.specs.container_spec(pod, c, argv, run.place, prep)
-        if entry is not None and entry.rootfs == "busybox":
+        if entry is not None and entry.rootfs not in ("", "host"):
             spec["rootfs"] = str(rootfs.ensure(entry.rootfs))
         path = run.dir / f"{c.name}.json"
         path.write_text(json.dumps(spec, indent=1))
@@ -503,6 +519,13 @@ def main(argv: list[str] | None = None) -> int:
     except (kubelet.client.ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
         print(f"Logs CRD not created ({exc}); kubectl logs will not work for sim pods", flush=True)
 
+    api_server = None
+    if "kubelet" in cfg.ports:  # a cluster made before the kubelet API advertises kwok's own port
+        pki = pki_mod.Pki(lay.pki)
+        api_server = kubeletapi.Server(cfg.ports["kubelet"], pki.crt("kubelet-server"), pki.key("kubelet-server"),
+                                       pki.ca_crt, cfg.ports["kwok"], kubelet.exec_target)
+        api_server.start()
+
     def on_term(_s: int, _f: object) -> None:
         nonlocal stopping
         stopping = True
@@ -518,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             print(f"connection error: {exc}", flush=True)
         time.sleep(POLL_S)
+    if api_server is not None:
+        api_server.close()
     kubelet.shutdown()
     return 0
 

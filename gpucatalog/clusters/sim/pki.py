@@ -3,7 +3,7 @@
 Called once by ``cluster.up``: one CA, a serving certificate for kube-apiserver (SANs for
 127.0.0.1 and the in-cluster service names), a client certificate per control-plane identity
 (admin in system:masters, kube-controller-manager, kube-scheduler, kwok, the sim kubelet), the
-front-proxy client, and the ServiceAccount token signing key. ECDSA P-256 keeps generation
+front-proxy client, the API server's client of the nodes' kubelet API, and the ServiceAccount token signing key. ECDSA P-256 keeps generation
 in milliseconds. Every file is written 0600 under ``<state>/pki``.
 """
 
@@ -31,6 +31,8 @@ CLIENTS: dict[str, tuple[str, str | None]] = {
     "kwok": ("system:sim-kwok", "system:masters"),
     "sim-kubelet": ("system:sim-kubelet", "system:masters"),
     "front-proxy-client": ("front-proxy-client", None),
+    # what the API server shows a node's kubelet API (exec, logs): the only client it accepts
+    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", None),
 }
 
 SERVICE_DNS = [
@@ -142,7 +144,8 @@ def generate(dir: Path) -> Pki:
     _write(pki.key("apiserver"), _key_pem(key))
     _write(pki.crt("apiserver"), crt.public_bytes(serialization.Encoding.PEM))
 
-    # kwok's kubelet API (logs of sim-kubelet pods), which the API server dials at 127.0.0.1
+    # the nodes' kubelet API (the sim kubelet's, which relays to kwok's; both serve with it), which
+    # the API server dials at 127.0.0.1
     key = ec.generate_private_key(ec.SECP256R1())
     crt = _sign(_name("sim-kubelet-server"), key.public_key(), ca_name, ca_key, server=True,
                 sans=[x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
