@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Build every pinned tool (helm, kubectl, kube-apiserver, etcd, kwok …) from its "
         "release through the Go module proxy, cached by version.",
         epilog="examples:\n  catalog toolchain ensure\n  catalog toolchain ensure --kubernetes 1.35\n"
-        "  catalog toolchain list --json",
+        "  catalog toolchain ensure --tool agnhost\n  catalog toolchain list --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("action", choices=["ensure", "list"], help="ensure: build what is missing; list: show pins")
@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--kubernetes", metavar="MINOR[,MINOR…]",
                    help="ensure: build only the control plane of these Kubernetes releases (e.g. 1.34,1.35; "
                         "listed: " + ", ".join(releases.minor(r) for r in releases.supported()) + ")")
+    p.add_argument("--tool", action="append", metavar="NAME",
+                   help="ensure: build only this tool's group, one built on first use included (agnhost, kind); "
+                        "repeatable")
     p.set_defaults(func=run)
 
 
@@ -45,6 +48,11 @@ def run(args: argparse.Namespace) -> int:
     def say(m: str) -> None:
         print(m, file=sys.stderr, flush=True)
 
+    if args.tool:
+        paths = {t: build.ensure(t, say) for t in args.tool}  # an unknown name: NotFoundError, exit 2
+        for t, p in paths.items():
+            print(f"{t:26} {p}")
+        return 0
     if args.kubernetes:
         kube_tools = build.group_of("kube-apiserver").tools
         paths = {f"{t} {r}": build.ensure(t, say, version=r)

@@ -131,6 +131,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def tool_path(tool: str, version: str | None = None) -> Path:
+    """Where ``tool``'s binary is (or will be) cached, built or not; ``cached`` checks it."""
+    return _bin_dir(group_of(tool, version)) / tool
+
+
 def cached(tool: str, version: str | None = None) -> Path | None:
     """The cached binary if present and intact (its sha256 matches the stamp written at build)."""
     g = group_of(tool, version)

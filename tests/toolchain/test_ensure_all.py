@@ -15,8 +15,12 @@ from gpucatalog.toolchain import build
 ENSURE_ALL = build.ensure_all
 
 
-def test_kind_alone_is_built_on_demand() -> None:
-    assert [g.name for g in build.load_manifest().values() if g.on_demand] == ["kind"]
+def test_kind_and_agnhost_alone_are_built_on_demand() -> None:
+    assert [g.name for g in build.load_manifest().values() if g.on_demand] == ["kind", "agnhost"]
+    # agnhost comes from the control plane's own module and staging pins (its build cache is shared)
+    groups = build.load_manifest()
+    assert (groups["agnhost"].module, groups["agnhost"].version, groups["agnhost"].staging) == (
+        groups["kubernetes"].module, groups["kubernetes"].version, groups["kubernetes"].staging)
 
 
 @pytest.mark.parametrize("pkg, name", [

@@ -4,6 +4,10 @@
 its sha256) under the cache folder, atomically (a half-built tree is never used). :mod:`.podexec`
 copies the tree (links and ``/etc``: a few kilobytes) into the container's own tmpfs root and binds
 the binary read-only, so a container may write anywhere but never into the cache.
+
+``agnhost``: the busybox root with Kubernetes' e2e program at ``/agnhost`` (as its image has it),
+the pinned build of the toolchain's on-demand ``agnhost`` group; only once that is built (the sim
+kubelet never builds it: until then agnhost pods stay kwok's).
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import tempfile
 from pathlib import Path
 
 from gpucatalog.core import cachedir, errors, executor
+from gpucatalog.toolchain import build
 
 BUSYBOX = Path("/bin/busybox")
-KINDS = ("busybox", "host")
+KINDS = ("busybox", "agnhost", "host")
 # a bash for images whose CMD is bash: busybox's sh runs what simple bash scripts ask
 BASH = "#!/bin/sh\nexec /bin/sh \"$@\"\n"
 ETC = {
@@ -29,10 +34,19 @@ ETC = {
 
 
 def available(kind: str) -> bool:
-    """Whether this host can build ``kind`` (busybox: Debian's busybox-static is installed)."""
+    """Whether this host can build ``kind`` (busybox: Debian's busybox-static is installed;
+    agnhost: that, and the pinned agnhost built)."""
     if kind == "host":
         return True
-    return kind == "busybox" and BUSYBOX.is_file() and os.access(BUSYBOX, os.X_OK)
+    busybox = BUSYBOX.is_file() and os.access(BUSYBOX, os.X_OK)
+    return busybox and (kind == "busybox" or kind == "agnhost" and _agnhost_stamp() != "")
+
+
+def _agnhost_stamp() -> str:
+    """The sha256 the toolchain recorded for its agnhost build ('' when not built)."""
+    path = build.tool_path("agnhost")
+    stamp = path.with_name("agnhost.sha256")
+    return stamp.read_text().strip() if path.is_file() and stamp.is_file() else ""
 
 
 def _sha(path: Path) -> str:
@@ -44,16 +58,24 @@ def ensure(kind: str, cache: Path | None = None) -> Path | None:
     if kind == "host":
         return None
     if not available(kind):
-        raise errors.NotFoundError(f"root file system {kind!r} cannot be built here: {BUSYBOX} is missing",
-                                   expected="Debian's busybox-static (scripts/install-system-deps)")
+        raise errors.NotFoundError(
+            f"root file system {kind!r} cannot be built here: {BUSYBOX} is missing"
+            + (" or agnhost is not built" if kind == "agnhost" else ""),
+            expected="Debian's busybox-static (scripts/install-system-deps)"
+            + ("; catalog toolchain ensure --tool agnhost" if kind == "agnhost" else ""))
     base = (cache or cachedir.root()) / "rootfs"
-    dest = base / f"busybox-{_sha(BUSYBOX)[:16]}"
+    # keyed by what goes in (the agnhost build by the sha256 its stamp recorded: not hashed again
+    # for every container start)
+    dest = base / (f"busybox-{_sha(BUSYBOX)[:16]}" if kind == "busybox"
+                   else f"agnhost-{_sha(BUSYBOX)[:16]}-{_agnhost_stamp()[:16]}")
     if dest.is_dir():
         return dest
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=base))
     try:
         _build_busybox(tmp)
+        if kind == "agnhost":
+            _add_agnhost(tmp)
         try:
             tmp.rename(dest)
         except OSError:  # another process built it first
@@ -82,3 +104,15 @@ def _build_busybox(root: Path) -> None:
     os.symlink("../bin", root / "usr" / "sbin")
     for name, text in ETC.items():
         (root / "etc" / name).write_text(text)
+
+
+def _add_agnhost(root: Path) -> None:
+    """agnhost where its image has it (``/agnhost``, and the ``agnhost-2`` link), a hard link to
+    the toolchain's build where the file system allows (it is large), else a copy."""
+    src = build.tool_path("agnhost")
+    try:
+        os.link(src, root / "agnhost")
+    except OSError:
+        shutil.copy2(src, root / "agnhost")
+    os.symlink("agnhost", root / "agnhost-2")
+    (root / "uploads").mkdir()

@@ -23,10 +23,12 @@ has_busybox = pytest.mark.skipif(not rootfs.available("busybox"), reason="Debian
 def test_table_names_the_common_images_each_on_a_known_root() -> None:
     doc = yaml.safe_load(DATA.read_text())
     rows = {e["name"]: e for e in doc["images"]}
-    assert set(rows) == {"busybox", "alpine", "debian", "ubuntu", "python"}
+    assert set(rows) == {"busybox", "alpine", "debian", "ubuntu", "python", "e2e-test-images/agnhost"}
     assert all(e["rootfs"] in rootfs.KINDS and e["cmd"] for e in rows.values())
     assert all(images.base_name(n) == n for n in rows)  # written as matched: no host, tag, library/
     assert rows["python"]["rootfs"] == "host"
+    assert (rows["e2e-test-images/agnhost"]["entrypoint"], rows["e2e-test-images/agnhost"]["cmd"]) == (
+        ["/agnhost"], ["pause"])
 
 
 @pytest.mark.parametrize(("ref", "name"), [
