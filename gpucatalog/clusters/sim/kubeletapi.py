@@ -152,8 +152,11 @@ class Server:
                 with contextlib.suppress(OSError):
                     while data := src.recv(65536):
                         dst.sendall(data)
-                with contextlib.suppress(OSError):
-                    dst.shutdown(socket.SHUT_WR)
+                # one side closed: the exchange is over, both directions end (the plain socket's
+                # shutdown: SSLSocket's own drops its TLS state under the other thread's recv)
+                for s in (src, dst):
+                    with contextlib.suppress(OSError):
+                        socket.socket.shutdown(s, socket.SHUT_RDWR)
 
             back = threading.Thread(target=pump, args=(up, conn), daemon=True)
             back.start()

@@ -11,6 +11,7 @@ import os
 import socket
 import ssl
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,12 +92,13 @@ def test_other_paths_are_not_exec(path: str) -> None:
 @pytest.fixture()
 def served(tmp_path: Path) -> Iterator[tuple[int, pki.Pki, dict[str, object]]]:
     keys = pki.generate(tmp_path / "pki")
+    kwok = _fake_kwok(keys)
     # stands in for a container: a process of ours, so nsenter enters namespaces we already share
     container = executor.piped(["sleep", "60"], env={"WHO": "the container", "PATH": "/usr/bin:/bin"},
                                stdin=False, merge_stderr=True)
     targets: dict[str, object] = {"main": kubeletapi.Target(container.pid), "stopped": "container is not running"}
     port = _free_port()
-    server = kubeletapi.Server(port, keys.crt("kubelet-server"), keys.key("kubelet-server"), keys.ca_crt, 1,
+    server = kubeletapi.Server(port, keys.crt("kubelet-server"), keys.key("kubelet-server"), keys.ca_crt, kwok,
                                lambda ns, pod, c: targets.get(c))  # type: ignore[arg-type,return-value]
     server.start()
     try:
@@ -107,6 +109,26 @@ def served(tmp_path: Path) -> Iterator[tuple[int, pki.Pki, dict[str, object]]]:
         container.wait()
         assert container.stdout is not None
         container.stdout.close()
+
+
+def _fake_kwok(keys: pki.Pki) -> int:
+    """kwok's server as the relay meets it: TLS, one answer per connection, then closed."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(keys.crt("kubelet-server"), keys.key("kubelet-server"))
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            raw, _ = listener.accept()
+            with ctx.wrap_socket(raw, server_side=True) as conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(4096)
+                body = b"kwok saw " + head.split(b" ")[1]
+                conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return int(listener.getsockname()[1])
 
 
 def _free_port() -> int:
@@ -180,3 +202,14 @@ def test_a_container_not_running_is_named_and_a_caller_without_the_client_certif
             sock.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
             if not sock.recv(1):
                 raise ConnectionError("closed at once")
+
+
+def test_every_other_request_is_relayed_to_kwok(served: tuple[int, pki.Pki, dict[str, object]]) -> None:
+    port, keys, _ = served
+    for path in ("/containerLogs/ns/pod/main?follow=true", "/exec/ns/kwoks-pod/unknown?command=true&output=1"):
+        with _connect(port, keys) as sock:
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"kwok saw " + path.encode()), answer
