@@ -104,19 +104,29 @@ def base_name(ref: str) -> str:
 
 
 @cache
-def base_images() -> dict[str, ImageEntry]:
-    """The base images this host can run (an entry whose root cannot be built here is left out,
-    so its pods stay kwok's and are recorded as simulated)."""
+def _base_table() -> tuple[ImageEntry, ...]:
+    """Every row of data/base-images.yaml, whether or not its root can be built here."""
     text = resources.files("gpucatalog.clusters.sim").joinpath("data/base-images.yaml").read_text()
     doc: dict[str, Any] = yaml.safe_load(text)
-    out: dict[str, ImageEntry] = {}
     for e in doc["images"]:
         if e["rootfs"] not in rootfs.KINDS:
             raise errors.InputError(f"base image {e['name']}: unknown rootfs {e['rootfs']!r}", expected=", ".join(rootfs.KINDS))
-        if rootfs.available(e["rootfs"]):
-            out[e["name"]] = ImageEntry(image=e["name"], entrypoint=tuple(e.get("entrypoint") or ()), commands={},
-                                        rootfs=e["rootfs"], cmd=tuple(e.get("cmd") or ()))
-    return out
+    return tuple(ImageEntry(image=e["name"], entrypoint=tuple(e.get("entrypoint") or ()), commands={},
+                            rootfs=e["rootfs"], cmd=tuple(e.get("cmd") or ())) for e in doc["images"])
+
+
+# roots found buildable: a root that becomes buildable in a running process (agnhost built by a
+# test after the process started) counts from then on; one never stops being buildable here
+_BUILDABLE: set[str] = set()
+
+
+def base_images() -> dict[str, ImageEntry]:
+    """The base images this host can run now (an entry whose root cannot be built here is left
+    out, so its pods stay kwok's and are recorded as simulated)."""
+    for kind in {e.rootfs for e in _base_table()} - _BUILDABLE:
+        if rootfs.available(kind):
+            _BUILDABLE.add(kind)
+    return {e.image: e for e in _base_table() if e.rootfs in _BUILDABLE}
 
 
 def scripted(annotations: Mapping[str, str] | None) -> bool:

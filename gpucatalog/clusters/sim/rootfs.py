@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from functools import cache
 from pathlib import Path
 
 from gpucatalog.core import cachedir, errors, executor
@@ -42,9 +43,14 @@ def available(kind: str) -> bool:
     return busybox and (kind == "busybox" or kind == "agnhost" and _agnhost_stamp() != "")
 
 
+@cache
+def _agnhost_path() -> Path:
+    return build.tool_path("agnhost")  # read from the manifest once: asked on every pod lookup
+
+
 def _agnhost_stamp() -> str:
     """The sha256 the toolchain recorded for its agnhost build ('' when not built)."""
-    path = build.tool_path("agnhost")
+    path = _agnhost_path()
     stamp = path.with_name("agnhost.sha256")
     return stamp.read_text().strip() if path.is_file() and stamp.is_file() else ""
 
@@ -109,7 +115,7 @@ def _build_busybox(root: Path) -> None:
 def _add_agnhost(root: Path) -> None:
     """agnhost where its image has it (``/agnhost``, and the ``agnhost-2`` link), a hard link to
     the toolchain's build where the file system allows (it is large), else a copy."""
-    src = build.tool_path("agnhost")
+    src = _agnhost_path()
     try:
         os.link(src, root / "agnhost")
     except OSError:

@@ -96,3 +96,15 @@ def test_a_container_on_the_busybox_root(tmp_path: Path) -> None:
     assert (code, out.split("\n")) == (0, ["pod", "/work/dir", "from a volume", "w", "b", "from a volume", ""])
     assert start(["no-such-command"]) == (128, "", "exec: 'no-such-command': No such file or directory")
     assert not (base / "tmp" / "x").exists()  # the container wrote its own copy, never the cache
+
+
+def test_a_root_built_after_the_process_started_is_run_from_then_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a test worker that looked the table up before agnhost was built must see it once it is:
+    # the kwok selector written at the next cluster start depends on it
+    built: set[str] = {"host"}
+    monkeypatch.setattr(rootfs, "available", lambda kind: kind in built)
+    monkeypatch.setattr(images, "_BUILDABLE", set())
+    assert set(images.base_images()) == {"python"}
+    built |= {"busybox", "agnhost"}
+    assert set(images.base_images()) == {"busybox", "alpine", "debian", "ubuntu", "python", "e2e-test-images/agnhost"}
+    assert "e2e-test-images/agnhost" in images.kwok_exclusion_jq()
