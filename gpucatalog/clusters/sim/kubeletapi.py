@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from gpucatalog.clusters.sim import spdy
+from gpucatalog.clusters.sim import procs, spdy
 from gpucatalog.core import errors, executor
 
 PROTOCOLS = ("v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
@@ -204,11 +204,13 @@ class Session:
         while len(self.streams) < self.req.streams:
             self._frame(self.s.read_frame())
         self.conn.settimeout(None)
-        env = _environ(self.target.pid)
         try:
-            self.proc = executor.piped(
-                [self.nsenter, "-t", str(self.target.pid), "-m", "-n", "-r", "-w", "--", *self.req.command],
-                env=env, stdin=self.req.stdin, merge_stderr=self.req.tty or not self.req.stderr)
+            env = procs.container_environ(self.target.pid)
+        except OSError:
+            env = {}  # the process is gone: nsenter says so
+        try:
+            self.proc = executor.piped(procs.enter_argv(self.target.pid, self.req.command, self.nsenter), env=env,
+                                       stdin=self.req.stdin, merge_stderr=self.req.tty or not self.req.stderr)
         except errors.ToolError as exc:
             self._finish(None, f"cannot start nsenter: {exc}")
             return
@@ -277,15 +279,6 @@ class Session:
                     msg = why or (f"command terminated with non-zero exit code: exit status {code}" if code else "")
                     self.s.data(self.streams["error"], msg.encode(), fin=True)
             self.s.goaway()
-
-
-def _environ(pid: int) -> dict[str, str]:
-    """The container's own environment (a kubelet execs with the container's env)."""
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return {}
-    return dict(e.decode(errors="replace").partition("=")[::2] for e in raw if b"=" in e)
 
 
 def _read_head(conn: ssl.SSLSocket) -> tuple[bytes | None, bytes]:

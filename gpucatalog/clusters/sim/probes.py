@@ -23,10 +23,9 @@ import ssl
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from gpucatalog.clusters.sim import netns
+from gpucatalog.clusters.sim import netns, procs
 from gpucatalog.core import errors, executor
 
 
@@ -107,10 +106,8 @@ def run_once(spec: Spec, ip: str, net: netns.PodNet | None, pid: int) -> tuple[b
     """Run the probe once; (succeeded, what was seen)."""
     try:
         if spec.kind == "exec":
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            env = dict(e.decode(errors="replace").partition("=")[::2] for e in environ if b"=" in e)
-            proc = executor.run(["nsenter", "-t", str(pid), "-m", "-n", "-r", "-w", "--", *spec.command],
-                                env=env, check=False, timeout=spec.timeout)
+            proc = executor.run(procs.enter_argv(pid, spec.command), env=procs.container_environ(pid), check=False,
+                                timeout=spec.timeout)
             return proc.returncode == 0, f"exit {proc.returncode}: {(proc.stdout + proc.stderr).strip()[-200:]}"
         sock = _connect(spec, ip, net)
         if spec.kind == "tcp":

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,19 @@ def start_ticks(pid: int) -> int | None:
     # comm (field 2) may hold spaces; fields after the closing paren are fixed.
     rest = raw[raw.rindex(")") + 2 :].split()
     return int(rest[19])
+
+
+def container_environ(pid: int) -> dict[str, str]:
+    """The environment of the container whose process is ``pid`` (OSError once it is gone)."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(e.decode(errors="replace").partition("=")[::2] for e in raw if b"=" in e)
+
+
+def enter_argv(pid: int, command: Sequence[str], nsenter: str = "nsenter") -> list[str]:
+    """argv that runs ``command`` inside the container whose process is ``pid``: its mount and
+    network namespaces, its root and working directory, as a runtime runs an exec probe, a
+    preStop hook or ``kubectl exec`` (with ``container_environ`` as its environment)."""
+    return [nsenter, "-t", str(pid), "-m", "-n", "-r", "-w", "--", *command]
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 VERSION = 3
 SYN_STREAM, SYN_REPLY, RST_STREAM, SETTINGS, PING, GOAWAY, HEADERS, WINDOW_UPDATE = 1, 2, 3, 4, 6, 7, 8, 9
 FLAG_FIN = 0x01
-RST_CANCEL = 5
 
 
 def _dictionary() -> bytes:
@@ -161,9 +160,6 @@ class Session:
 
     def ping(self, payload: bytes) -> None:
         self._control(PING, 0, payload)
-
-    def reset(self, stream: int, status: int = RST_CANCEL) -> None:
-        self._control(RST_STREAM, 0, struct.pack(">II", stream, status))
 
     def goaway(self, last_stream: int = 0) -> None:
         self._control(GOAWAY, 0, struct.pack(">II", last_stream, 0))
