@@ -137,35 +137,14 @@ def workload_problems(api: Any, namespace: str, objects: Sequence[Mapping[str, A
     return problems
 
 
-def simulated(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> bool:
-    """True when every running container of the component's workload pods has no container ID:
-    a kubelet (real, or the sim kubelet) always sets one; a pod only an API-level simulator (kwok)
-    moves through its phases has none. Such a component's own readiness report (KAI's Config
-    conditions) can never come, so its gate is not checked and the evidence says so."""
+def _workload_pods(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]],
+                   kinds: Sequence[str] = WORKLOADS) -> Iterator[tuple[str, Any]]:
+    """("Kind ns/name", pod) for every pod a workload of ``kinds`` (by default a Deployment,
+    StatefulSet or DaemonSet) of the component selects by its ``matchLabels``."""
     core = client.CoreV1Api(api)
-    running = []
     for kind, ns, name in _workloads(objects, namespace):
-        obj = next((o for o in objects if o.get("kind") == kind and o["metadata"]["name"] == name), {})
-        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        if kind == "DaemonSet" or not labels:
+        if kind not in kinds:
             continue
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        pods: Any = core.list_namespaced_pod(ns, label_selector=selector)
-        for pod in pods.items:
-            running += [cs for cs in (pod.status.container_statuses or []) if cs.state and cs.state.running]
-    return bool(running) and all(not cs.container_id for cs in running)
-
-
-# A container restarted this often and down again is crash-looping, not waiting out a dependency
-# that starts beside it: a kubelet's back-off adds up to 150 s by then (10 s doubling; the sim's
-# 30 s, from 2 s), so a controller that fails at every start is named before Helm's 300 s timeout.
-CRASH_RESTARTS = 5
-
-
-def _workload_pods(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, Any]]:
-    """("Kind ns/name", pod) for every pod a Deployment, StatefulSet or DaemonSet of the component selects."""
-    core = client.CoreV1Api(api)
-    for kind, ns, name in _workloads(objects, namespace):
         obj = next((o for o in objects if o.get("kind") == kind and o["metadata"]["name"] == name), {})
         labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         if not labels:
@@ -174,6 +153,23 @@ def _workload_pods(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]
         pods: Any = core.list_namespaced_pod(ns, label_selector=selector)
         for pod in pods.items:
             yield f"{kind} {ns}/{name}", pod
+
+
+def simulated(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> bool:
+    """True when every running container of the component's workload pods has no container ID:
+    a kubelet (real, or the sim kubelet) always sets one; a pod only an API-level simulator (kwok)
+    moves through its phases has none. Such a component's own readiness report (KAI's Config
+    conditions) can never come, so its gate is not checked and the evidence says so."""
+    running = []
+    for _w, pod in _workload_pods(api, namespace, objects, kinds=("Deployment", "StatefulSet")):
+        running += [cs for cs in (pod.status.container_statuses or []) if cs.state and cs.state.running]
+    return bool(running) and all(not cs.container_id for cs in running)
+
+
+# A container restarted this often and down again is crash-looping, not waiting out a dependency
+# that starts beside it: a kubelet's back-off adds up to 150 s by then (10 s doubling; the sim's
+# 30 s, from 2 s), so a controller that fails at every start is named before Helm's 300 s timeout.
+CRASH_RESTARTS = 5
 
 
 def pod_uids(api: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> set[str]:
