@@ -150,6 +150,7 @@ class SimCluster(
             imagemap.save(overlay, lay.image_map)
             for b in overlay:
                 say(f"image {b.image} runs {b.executable} (reports {b.version})")
+        images.refresh_base_images()  # agnhost may have been built since this process first asked
         stages.write(lay.kwok_config, heartbeat_s, images.merged(overlay))
         (lay.root / "egress-selector.yaml").write_text(egress.egress_config(egress.socket_path(lay)))
         cfg.save(lay.config)

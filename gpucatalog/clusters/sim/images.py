@@ -115,18 +115,18 @@ def _base_table() -> tuple[ImageEntry, ...]:
                             rootfs=e["rootfs"], cmd=tuple(e.get("cmd") or ())) for e in doc["images"])
 
 
-# roots found buildable: a root that becomes buildable in a running process (agnhost built by a
-# test after the process started) counts from then on; one never stops being buildable here
-_BUILDABLE: set[str] = set()
-
-
+@cache
 def base_images() -> dict[str, ImageEntry]:
-    """The base images this host can run now (an entry whose root cannot be built here is left
-    out, so its pods stay kwok's and are recorded as simulated)."""
-    for kind in {e.rootfs for e in _base_table()} - _BUILDABLE:
-        if rootfs.available(kind):
-            _BUILDABLE.add(kind)
-    return {e.image: e for e in _base_table() if e.rootfs in _BUILDABLE}
+    """The base images this host can run (an entry whose root cannot be built here is left out,
+    so its pods stay kwok's and are recorded as simulated). Asked once per process, and again
+    after ``refresh_base_images``: lookups of every pod on every kubelet poll come here."""
+    return {e.image: e for e in _base_table() if rootfs.available(e.rootfs)}
+
+
+def refresh_base_images() -> None:
+    """Ask again which roots this host can build: a cluster starting in a long-lived process (a
+    test worker that asked before agnhost was built) writes kwok's selector from the answer."""
+    base_images.cache_clear()
 
 
 def scripted(annotations: Mapping[str, str] | None) -> bool:

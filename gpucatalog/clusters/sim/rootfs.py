@@ -45,7 +45,7 @@ def available(kind: str) -> bool:
 
 @cache
 def _agnhost_path() -> Path:
-    return build.tool_path("agnhost")  # read from the manifest once: asked on every pod lookup
+    return build.tool_path("agnhost")  # read from the manifest once: asked at every agnhost container start
 
 
 def _agnhost_stamp() -> str:
