@@ -138,8 +138,7 @@ def tool_path(tool: str, version: str | None = None) -> Path:
 
 def cached(tool: str, version: str | None = None) -> Path | None:
     """The cached binary if present and intact (its sha256 matches the stamp written at build)."""
-    g = group_of(tool, version)
-    path = _bin_dir(g) / tool
+    path = tool_path(tool, version)
     stamp = path.with_name(tool + ".sha256")
     if not path.is_file() or not stamp.is_file():
         return None
