@@ -85,10 +85,12 @@ def spawn(
     cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     new_session: bool = True,
+    pass_fds: Sequence[int] = (),
 ) -> Process:
     """Start a long-running process with stdout+stderr appended to ``log_path``.
 
-    ``new_session`` puts it in its own process group so a supervisor can kill the whole tree.
+    ``new_session`` puts it in its own process group so a supervisor can kill the whole tree;
+    ``pass_fds`` stay open in it (everything else of ours is closed).
     """
     args = [os.fspath(a) for a in argv]
     if DEBUG:
@@ -107,6 +109,7 @@ def spawn(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=new_session,
+                pass_fds=tuple(pass_fds),
             )
         except FileNotFoundError as exc:
             raise errors.ToolError(args, 127, f"executable not found: {exc.filename}") from exc

@@ -32,9 +32,11 @@ import dataclasses
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -62,6 +64,8 @@ from gpucatalog.clusters.sim.layout import Layout
 from gpucatalog.core import errors, executor, kubeapi
 
 POLL_S = 0.5
+NEVER_STARTED = "1970-01-01T00:00:00Z"
+START_WAIT_S = 10.0  # how long kubectl exec waits for a container's launcher to exec its program
 MAX_GRACE_S = 10.0
 # A kubelet gives a container that failed its liveness probe its terminationGracePeriodSeconds;
 # the sim caps it so that one dying container does not stall every other pod's poll.
@@ -98,6 +102,7 @@ class Kubelet:
         self.custom: Any = client.CustomObjectsApi(self.api)
         self.specs = podspec.Builder(self.core, client, lay, cfg, pki_mod.Pki(lay.pki).ca_crt.read_text())
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="probe")
+        self.started = threading.Condition()  # notified when a "created" container runs or ends
 
     def ensure_logs_crd(self) -> None:
         """The ``Logs`` CRD kwok serves ``kubectl logs`` from (:mod:`.podlogs`)."""
@@ -117,6 +122,8 @@ class Kubelet:
         cont = next((c for c in run.containers if c.name == container), None)
         if cont is None:
             return f"container {container!r} not found in pod {namespace}/{pod}"
+        with self.started:  # still in the launcher: the runtime's answer is a moment away
+            self.started.wait_for(lambda: cont.state != "created", timeout=START_WAIT_S)
         rec = cont.rec
         if cont.state != "running" or rec is None:
             return f"container {container!r} of pod {namespace}/{pod} is not running ({cont.state})"
@@ -264,20 +271,68 @@ class Kubelet:
             return
         if cont.log is not None:
             cont.log.start(cont.restarts)
-        cont.probes = probes.ContainerProbes.of(cont.spec, time.monotonic())
-        cont.popen = executor.spawn(
-            [sys.executable, "-m", "gpucatalog.clusters.sim.podexec", str(run.spec_file[cont.name])],
-            log_path=run.dir / f"{cont.name}.log", env={"PYTHONPATH": self.cfg.python_path},
-        )
+        read_end, write_end = os.pipe()
+        try:
+            cont.popen = executor.spawn(
+                [sys.executable, "-m", "gpucatalog.clusters.sim.podexec", str(run.spec_file[cont.name]),
+                 str(write_end)],
+                log_path=run.dir / f"{cont.name}.log", env={"PYTHONPATH": self.cfg.python_path},
+                pass_fds=(write_end,),
+            )
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        os.set_blocking(read_end, False)
         cont.rec = procs.record(run.dir, cont.name, cont.popen.pid)
-        cont.state, cont.started_at, cont.exit_code = "running", podrun.now(), None
+        # "running" (status, kubectl exec, probes) once the launcher has exec'd the program
+        cont.state, cont.reason, cont.exit_code, cont.started_fd = "created", "ContainerCreating", None, read_end
+        cont.started_at = NEVER_STARTED  # until the exec, as containerd reports a StartError
+
+    def _check_started(self, cont: podrun.Container) -> bool:
+        """Whether the launcher of a "created" container has just exec'd its program (then it is
+        running from now, probes included). A launcher that could not exec it stays "created"
+        until its exit is seen."""
+        if cont.started_fd is None:
+            return False
+        try:
+            got = os.read(cont.started_fd, 1)
+        except BlockingIOError:
+            return False
+        _close_started(cont)
+        if got:  # the launcher's byte: it failed before or at the exec
+            return False
+        with self.started:
+            cont.state, cont.started_at = "running", podrun.now()
+            self.started.notify_all()
+        cont.probes = probes.ContainerProbes.of(cont.spec, time.monotonic())
+        return True
+
+    def wait_for_starts(self, timeout: float) -> None:
+        """Sleep ``timeout`` seconds, reporting each container that starts meanwhile at once
+        (a launcher takes a fraction of a second; a whole poll later would slow every start)."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            pending = {c.started_fd: (run, c) for run in list(self.pods.values()) for c in run.containers
+                       if c.started_fd is not None}
+            if not pending:
+                time.sleep(left)
+                return
+            ready, _, _ = select.select(list(pending), [], [], left)
+            for fd in ready:
+                run, cont = pending[fd]
+                if self._check_started(cont):
+                    self.report(run)
 
     def poll(self, run: podrun.PodRun) -> None:
         now = time.monotonic()
         for cont in run.containers:
             if cont.log is not None:
                 cont.log.pump()
-            if cont.popen is not None and cont.state == "running" and cont.popen.poll() is not None:
+            if cont.state == "created":
+                self._check_started(cont)
+            if cont.popen is not None and cont.state in ("created", "running") and cont.popen.poll() is not None:
                 self._exited(run, cont, now)
             elif cont.state == "running" and cont.probes is not None and cont.rec is not None:
                 cont.probes.tick(self.pool, run.place.bind_ip(self.cfg.slot), run.net, cont.rec.pid)
@@ -296,10 +351,13 @@ class Kubelet:
         self.apply_logs(run)
 
     def _exited(self, run: podrun.PodRun, cont: podrun.Container, now: float, message: str = "") -> None:
+        _close_started(cont)
         cont.exit_code = cont.popen.returncode
         if cont.exit_code < 0:  # killed by a signal: report like a runtime (128 + signal)
             cont.exit_code = 128 - cont.exit_code
-        cont.state, cont.finished_at, cont.probes = "terminated", podrun.now(), None
+        with self.started:
+            cont.state, cont.finished_at, cont.probes = "terminated", podrun.now(), None
+            self.started.notify_all()
         cont.reason = "Completed" if cont.exit_code == 0 else "Error"
         cont.message = message
         failed = run.spec_file.get(cont.name, run.dir / "none").with_suffix(".start-error")
@@ -369,6 +427,8 @@ class Kubelet:
         if grace > 0 and self._pre_stop(run, deadline):
             grace = max(deadline - time.monotonic(), MIN_GRACE_AFTER_HOOK_S)
         _stop(run.containers, grace)
+        for cont in run.containers:
+            _close_started(cont)
         self._release_net(run)
 
     def _pre_stop(self, run: podrun.PodRun, deadline: float) -> bool:
@@ -413,7 +473,7 @@ class Kubelet:
             # before the pod is removed, so a watcher sees how a pod deleted mid-run ended
             now = time.monotonic()
             for cont in run.containers:
-                if cont.state != "running":
+                if cont.state not in ("created", "running"):
                     continue
                 if cont.popen is not None:
                     self._exited(run, cont, now)
@@ -483,6 +543,12 @@ def _hook(spec: probes.Spec, ip: str, net: Any, pid: int) -> tuple[bool, str]:
     return probes.run_once(spec, ip, net, pid)
 
 
+def _close_started(cont: podrun.Container) -> None:
+    if cont.started_fd is not None:
+        os.close(cont.started_fd)
+        cont.started_fd = None
+
+
 def _stop(conts: list[podrun.Container], grace: float) -> None:
     """SIGTERM the containers' process groups, SIGKILL what is left after ``grace`` seconds.
 
@@ -540,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"api error: {exc.status} {exc.reason}", flush=True)
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             print(f"connection error: {exc}", flush=True)
-        time.sleep(POLL_S)
+        kubelet.wait_for_starts(POLL_S)
     if api_server is not None:
         api_server.close()
     kubelet.shutdown()

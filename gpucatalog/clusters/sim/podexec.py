@@ -1,6 +1,6 @@
 """Launcher of one sim-kubelet container process: private mount namespace, pod root, exec.
 
-Run by the sim kubelet as ``python -m …sim.podexec SPEC.json`` (in its own session). It
+Run by the sim kubelet as ``python -m …sim.podexec SPEC.json [STARTED_FD]`` (in its own session). It
 
 0. enters the pod's network namespace (``net`` in the spec: the pause process holding it, see
    :mod:`.netns`; absent for ``hostNetwork`` pods),
@@ -202,12 +202,26 @@ def join_pod_network(net: dict[str, object]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[0]).read_text())
+    # the kubelet's end of this pipe reads EOF once the container's program runs (the exec closes
+    # it), or a byte when it could not be started: a runtime's "started" comes after the exec, so
+    # nothing (a status, kubectl exec, a probe) meets this launcher in the host's namespaces
+    started = int(argv[1]) if len(argv) > 1 else -1
+    if started >= 0:
+        os.set_inheritable(started, False)
+    try:
+        return _launch(argv[0])
+    finally:  # reached only when the program was not exec'd
+        if started >= 0:
+            os.write(started, b"!")
+
+
+def _launch(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
     if spec.get("net"):
         join_pod_network(spec["net"])
     # the spec's folder, kept open across the chroot (not inherited by the exec'd program) for a
     # start error's reason
-    spec_dir = os.open(os.path.dirname(os.path.abspath(argv[0])), os.O_RDONLY | os.O_DIRECTORY)
+    spec_dir = os.open(os.path.dirname(os.path.abspath(spec_path)), os.O_RDONLY | os.O_DIRECTORY)
     setup_root(spec["root"], spec["mounts"], spec.get("rootfs"))
     os.chroot(spec["root"])
     env = dict(spec["env"])
@@ -219,12 +233,13 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         why = f"exec: {spec['argv'][0]!r}: {exc.strerror or exc}"
         print(f"sim podexec: cannot run {spec['argv'][0]}: {exc}", file=sys.stderr)
-        name = Path(argv[0]).with_suffix(".start-error").name
+        name = Path(spec_path).with_suffix(".start-error").name
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=spec_dir)
         with os.fdopen(fd, "w") as f:
             f.write(why)
         return START_ERROR_CODE
     return 0  # not reached
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

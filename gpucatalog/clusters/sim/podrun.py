@@ -30,7 +30,7 @@ class Container:
     rec: procs.PidRecord | None = None
     popen: Any = None
     restarts: int = 0
-    state: str = "waiting"  # waiting | running | terminated
+    state: str = "waiting"  # waiting | created (launcher not yet exec'd) | running | terminated
     reason: str = "ContainerCreating"
     exit_code: int | None = None
     started_at: str = ""
@@ -40,6 +40,7 @@ class Container:
     message: str = ""
     probes: probes.ContainerProbes | None = None  # of the running instance
     log: podlogs.ContainerLog | None = None
+    started_fd: int | None = None  # read end of the launcher's exec pipe while it is "created"
 
     @property
     def ready(self) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 
 from gpucatalog.clusters.sim import SimCluster, rootfs
 from gpucatalog.core import executor
@@ -46,17 +46,40 @@ def sleeper(sim_cluster: SimCluster, k8s_client: Any, sim_namespace: str) -> str
     return sim_namespace
 
 
+def test_a_container_is_reported_started_only_once_its_program_runs(k8s_client: Any, sim_namespace: str) -> None:
+    """The first status that says "started" (what the sleeper fixture, and upstream e2e specs, wait
+    for before they exec) already finds the container's own program behind its pid: its
+    environment, not that of the launcher still setting up the container's root."""
+    core = client.CoreV1Api(k8s_client)
+    core.create_namespaced_pod(sim_namespace, {"metadata": {"name": "first-look"}, "spec": {
+        "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                        "env": [{"name": "WHO", "value": "the container"}]}]}})
+    seen: list[str] = []
+    for event in watch.Watch().stream(core.list_namespaced_pod, sim_namespace, timeout_seconds=60,
+                                      field_selector="metadata.name=first-look"):
+        statuses = event["object"].status.container_statuses or []
+        seen.append(str([(s.started, s.container_id) for s in statuses]))
+        if statuses and statuses[0].started:
+            pid = int(statuses[0].container_id.removeprefix("sim://"))
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert b"WHO=the container" in environ, environ
+            return
+    raise AssertionError(f"never reported started: {seen}")
+
+
 def test_exec_runs_in_the_container_and_returns_its_output_and_exit_code(sim_cluster: SimCluster, sleeper: str) -> None:
     ns = sleeper
-    script = "echo $WHO in $(pwd); echo to-stderr >&2; echo written > /tmp/mark; exit 3"
+    mark = f"/tmp/mark-{ns}"  # named for the test, so what a broken run left on the host cannot fail it
+    script = f"echo $WHO in $(pwd); echo to-stderr >&2; echo written > {mark}; exit 3"
     proc = _kubectl(sim_cluster, "exec", "-n", ns, "sleeper", "--", "sh", "-c", script)
     assert proc.returncode == 3, proc.stderr
     assert proc.stdout == "the container in /work\n"
     assert "to-stderr" in proc.stderr and "command terminated with exit code 3" in proc.stderr
     # a second exec sees what the first wrote, in the container's own root and not on the host
-    again = _kubectl(sim_cluster, "exec", "-n", ns, "sleeper", "-c", "main", "--", "cat", "/tmp/mark")
+    again = _kubectl(sim_cluster, "exec", "-n", ns, "sleeper", "-c", "main", "--", "cat", mark)
     assert (again.returncode, again.stdout) == (0, "written\n"), again.stderr
-    assert not Path("/tmp/mark").exists() or Path("/tmp/mark").read_text() != "written\n"
+    assert not Path(mark).exists()
     # the container's network namespace: the pod's own IP is on its loopback there
     pod_ip = client.CoreV1Api(sim_cluster.api_client()).read_namespaced_pod("sleeper", ns).status.pod_ip
     addrs = _kubectl(sim_cluster, "exec", "-n", ns, "sleeper", "--", "ip", "-4", "addr", "show", "lo")
