@@ -19,6 +19,7 @@ until the node's repair, and a clear asked for before that raises ``CaseNotRun``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -41,6 +42,10 @@ AGENT_LABELS = {"app.kubernetes.io/name": "gpu-health", "app.kubernetes.io/compo
 HOST_ROOT_DEFAULT = "/host"  # gpu-health's default --host-root
 POLL_S = 0.5
 ATTEMPTS = 3  # pods per injection when one is removed before it reported
+# gpu-health's remediation state label on a Node (its contract, as remediation.contract writes it
+# down) and the states in which it evicts every pod of the node, a Pending one whatever its budget
+STATE_LABEL = "gpu-health.gpu-catalog.io/state"
+EVICTING = ("quarantined", "draining")
 
 
 class _GoneBeforeReport(base.CaseFailed):
@@ -236,7 +241,21 @@ class PodInjector:
                                   "attempt": attempt})
                 if attempt == ATTEMPTS:
                     raise base.CaseFailed(f"{exc} ({ATTEMPTS} pods in a row)") from None
+                # a node gpu-health is draining evicts each new pod while it is still Pending (a
+                # PodDisruptionBudget protects only running pods), and every new pod keeps the
+                # drain going: the next one goes once the drain has ended
+                self._wait_drain_ended(node)
         raise AssertionError("unreachable")
+
+    def _wait_drain_ended(self, node: str) -> None:
+        """Until gpu-health no longer evicts the node's pods (at most ``timeout_s``; then the next
+        pod is tried anyway)."""
+        def ended() -> bool:
+            n = self.kube.request("GET", f"/api/v1/nodes/{node}", ok404=True) or {}
+            return ((n.get("metadata") or {}).get("labels") or {}).get(STATE_LABEL) not in EVICTING
+
+        with contextlib.suppress(base.WaitTimeout):
+            base.wait_for(f"gpu-health's drain of {node} to end", ended, self.timeout_s, interval=POLL_S)
 
     def _run_once(self, node: str, extra_args: list[str], what: str) -> tuple[int, str]:
         """Create the pod, wait for it to finish, read what it printed, delete it: (exit code, output)."""

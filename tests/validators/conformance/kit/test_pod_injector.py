@@ -242,3 +242,55 @@ def test_a_pod_removed_by_a_drain_is_tried_again_with_the_same_injection_id(
     assert first_args == second_args and first_args[-2] == "--injection" and re.fullmatch(r"[0-9a-f]{8}", first_args[-1])
     assert [r.get("removedBeforeItReported", "") != "" for r in inj.runs] == [True, False]
     assert inj.runs[-1]["exitCode"] == 0
+
+
+def _gpu_health_draining(kubeconfig: Path, ns: str, node: str, created_in: list[str], stop: threading.Event) -> None:
+    """gpu-health draining ``node`` as it does: every pod there is evicted while the node is
+    labelled draining (a Pending one whatever its budget), and the drain ends (state repairing)
+    once a pass finds no pod left; then the node's pods run to completion. ``created_in``: the
+    node's state when each injector pod was first seen."""
+    kube = kube_client.Kube(kubeconfig)
+    empty_passes = 0
+    while not stop.is_set():
+        state = kube.request("GET", f"/api/v1/nodes/{node}")["metadata"]["labels"][pod_injector.STATE_LABEL]
+        pods = [p for p in kube.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+                if not p["metadata"].get("deletionTimestamp")]
+        for p in pods:
+            path = f"/api/v1/namespaces/{ns}/pods/{p['metadata']['name']}"
+            if not (p.get("status") or {}).get("containerStatuses") and p["metadata"]["name"] not in created_in[1::2]:
+                created_in += [state, p["metadata"]["name"]]
+            if state == "draining":
+                kube.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                             ok404=True)
+            elif not (p.get("status") or {}).get("containerStatuses"):
+                p["status"] = _terminated(0, '{"record": "4,1,1,-;NVRM: Xid (PCI:0000:3a:00): 79"}')
+                kube.request("PUT", f"{path}/status", p, ok404=True)
+        empty_passes = empty_passes + 1 if state == "draining" and not pods else 0
+        if empty_passes == 3:
+            kube.request("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {pod_injector.STATE_LABEL: "repairing"}}},
+                         content_type="application/merge-patch+json")
+        stop.wait(0.05)
+
+
+def test_a_retry_waits_for_gpu_healths_drain_of_the_node_to_end(
+        kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]]) -> None:
+    """A drain evicts each new pod while it is Pending, and each new pod keeps the drain going:
+    after one is evicted, the next is created once gpu-health has left the draining state."""
+    kube = kube_client.Kube(kubeconfig)
+    kube.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "node-drained", "labels": {pod_injector.STATE_LABEL: "draining"}}})
+    inj = _injector_in(kubeconfig, render_chart, "inj-drained")
+    created_in: list[str] = []
+    stop = threading.Event()
+    t = threading.Thread(target=_gpu_health_draining, args=(kubeconfig, "inj-drained", "node-drained", created_in, stop),
+                         daemon=True)
+    t.start()
+    try:
+        assert "NVRM: Xid (PCI:0000:3a:00): 79" in inj.inject_fault("node-drained", "xid", code=79, gpu=2)
+    finally:
+        stop.set()
+        t.join(5)
+        inj.close()
+        kube.request("DELETE", "/api/v1/nodes/node-drained", ok404=True)
+    assert created_in[0::2] == ["draining", "repairing"], created_in
+    assert [r.get("removedBeforeItReported", "") != "" for r in inj.runs] == [True, False]
