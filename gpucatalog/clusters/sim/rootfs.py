@@ -6,8 +6,10 @@ copies the tree (links and ``/etc``: a few kilobytes) into the container's own t
 the binary read-only, so a container may write anywhere but never into the cache.
 
 ``agnhost``: the busybox root with Kubernetes' e2e program at ``/agnhost`` (as its image has it),
-the pinned build of the toolchain's on-demand ``agnhost`` group; only once that is built (the sim
-kubelet never builds it: until then agnhost pods stay kwok's).
+the pinned build of the toolchain's on-demand ``agnhost`` group, and ``curl`` (the image carries it:
+upstream e2e specs exec ``curl`` inside agnhost pods), Debian's, with the shared libraries it loads
+at the paths it loads them from; only once agnhost is built (the sim kubelet never builds it: until
+then agnhost pods stay kwok's).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from gpucatalog.core import cachedir, errors, executor
 from gpucatalog.toolchain import build
 
 BUSYBOX = Path("/bin/busybox")
+CURL = Path("/usr/bin/curl")
 KINDS = ("busybox", "agnhost", "host")
 # a bash for images whose CMD is bash: busybox's sh runs what simple bash scripts ask
 BASH = "#!/bin/sh\nexec /bin/sh \"$@\"\n"
@@ -36,11 +39,11 @@ ETC = {
 
 def available(kind: str) -> bool:
     """Whether this host can build ``kind`` (busybox: Debian's busybox-static is installed;
-    agnhost: that, and the pinned agnhost built)."""
+    agnhost: that, Debian's curl, and the pinned agnhost built)."""
     if kind == "host":
         return True
     busybox = BUSYBOX.is_file() and os.access(BUSYBOX, os.X_OK)
-    return busybox and (kind == "busybox" or kind == "agnhost" and _agnhost_stamp() != "")
+    return busybox and (kind == "busybox" or kind == "agnhost" and CURL.is_file() and _agnhost_stamp() != "")
 
 
 @cache
@@ -66,14 +69,14 @@ def ensure(kind: str, cache: Path | None = None) -> Path | None:
     if not available(kind):
         raise errors.NotFoundError(
             f"root file system {kind!r} cannot be built here: {BUSYBOX} is missing"
-            + (" or agnhost is not built" if kind == "agnhost" else ""),
-            expected="Debian's busybox-static (scripts/install-system-deps)"
+            + (f", {CURL} is missing or agnhost is not built" if kind == "agnhost" else ""),
+            expected="Debian's busybox-static and curl (scripts/install-system-deps)"
             + ("; catalog toolchain ensure --tool agnhost" if kind == "agnhost" else ""))
     base = (cache or cachedir.root()) / "rootfs"
     # keyed by what goes in (the agnhost build by the sha256 its stamp recorded: not hashed again
     # for every container start)
     dest = base / (f"busybox-{_sha(BUSYBOX)[:16]}" if kind == "busybox"
-                   else f"agnhost-{_sha(BUSYBOX)[:16]}-{_agnhost_stamp()[:16]}")
+                   else f"agnhost-{_sha(BUSYBOX)[:16]}-{_agnhost_stamp()[:16]}-{_sha(CURL)[:8]}")
     if dest.is_dir():
         return dest
     base.mkdir(parents=True, exist_ok=True)
@@ -82,6 +85,7 @@ def ensure(kind: str, cache: Path | None = None) -> Path | None:
         _build_busybox(tmp)
         if kind == "agnhost":
             _add_agnhost(tmp)
+            _add_program(tmp, CURL)
         try:
             tmp.rename(dest)
         except OSError:  # another process built it first
@@ -122,3 +126,24 @@ def _add_agnhost(root: Path) -> None:
         shutil.copy2(src, root / "agnhost")
     os.symlink("agnhost", root / "agnhost-2")
     (root / "uploads").mkdir()
+
+
+def _add_program(root: Path, program: Path) -> None:
+    """``program`` at /bin in the root, with each shared library it loads (and the loader) copied
+    to the path it is loaded from, so it runs there as on the host."""
+    shutil.copy2(program, root / "bin" / program.name)
+    for lib in shared_libraries(program):
+        dst = root / lib.relative_to("/")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if not dst.exists():
+            shutil.copy2(lib, dst)  # the library's content under the name asked for (links followed)
+
+
+def shared_libraries(program: Path) -> list[Path]:
+    """The absolute paths ``ldd`` says ``program`` loads (the vDSO, which has none, left out)."""
+    out = []
+    for line in executor.run(["ldd", str(program)]).stdout.splitlines():
+        where = line.split("=>")[-1].strip().split(" (")[0].strip()
+        if where.startswith("/"):
+            out.append(Path(where))
+    return out

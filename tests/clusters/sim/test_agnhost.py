@@ -82,6 +82,9 @@ def test_netexec_serves_and_exits_with_the_code_asked(cluster: tuple[SimCluster,
     echo = _exec(sim, "netexec", "wget", "-qO-", "http://127.0.0.1:8080/echo?msg=from-inside")
     assert (echo.returncode, echo.stdout) == (0, "from-inside"), echo.stderr
     assert _exec(sim, "netexec", "ls", "/agnhost").stdout == "/agnhost\n"
+    # curl, which upstream e2e specs exec in agnhost pods (Kueue's ask netexec to exit through it)
+    ready = _exec(sim, "netexec", "/bin/sh", "-c", 'curl -s "http://127.0.0.1:8080/echo?msg=by-curl"')
+    assert (ready.returncode, ready.stdout) == (0, "by-curl"), ready.stderr
     _exec(sim, "netexec", "wget", "-qO-", "http://127.0.0.1:8080/exit?code=3")  # no answer: the server exits
     st = waiting.wait("a restart after exit 3", lambda: (s := _status(core, "netexec")) and s.restart_count >= 1 and s)
     assert st.last_state.terminated.exit_code == 3

@@ -114,3 +114,17 @@ def test_a_root_built_after_the_process_started_is_run_by_the_next_cluster(monke
     finally:
         monkeypatch.undo()
         images.refresh_base_images()
+
+
+@pytest.mark.skipif(not rootfs.CURL.is_file(), reason="Debian's curl not installed")
+def test_a_program_for_the_agnhost_root_comes_with_the_libraries_it_loads(tmp_path: Path) -> None:
+    libs = rootfs.shared_libraries(rootfs.CURL)
+    assert any(p.name.startswith("libc.so") for p in libs) and any(p.name.startswith("ld-linux") for p in libs)
+    assert all(p.is_absolute() and p.exists() for p in libs)
+    root = tmp_path / "root"
+    (root / "bin").mkdir(parents=True)
+    rootfs._add_program(root, rootfs.CURL)
+    assert (root / "bin" / "curl").is_file()
+    for lib in libs:  # each where the loader asks for it, as a file of its own (not a link out of the root)
+        copied = root / lib.relative_to("/")
+        assert copied.is_file() and not copied.is_symlink(), copied
