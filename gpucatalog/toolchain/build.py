@@ -46,6 +46,9 @@ class Group:
     # built on first use only, never by ``ensure_all`` (``make setup``): nothing the tests or the
     # main job run needs it (kind, used only where a Docker engine runs)
     on_demand: bool = False
+    # the tools are test binaries (``go test -c`` of a package with only _test.go files, e.g. an
+    # upstream end-to-end suite), not commands
+    test_binary: bool = False
 
     def at(self, version: str | None) -> Group:
         """This group built at ``version`` (one of ``supported``); itself for None or its own version.
@@ -98,6 +101,7 @@ def load_manifest() -> dict[str, Group]:
             supported=tuple(g.get("supported", [])),
             ldflag_templates=templates,
             on_demand=bool(g.get("onDemand", False)),
+            test_binary=bool(g.get("testBinary", False)),
         )
     return groups
 
@@ -193,6 +197,9 @@ def _write_wrapper(g: Group, src: Path) -> None:
         lines += [f"\tk8s.io/{m} => k8s.io/{m} {g.staging_version}" for m in staging]
         lines.append(")")
     (src / "go.mod").write_text("\n".join(lines) + "\n")
+    if g.test_binary:  # a test-only package cannot be imported; go test resolves it from the require
+        (src / "tools.go").unlink(missing_ok=True)
+        return
     imports = "\n".join(f'\t_ "{pkg}"' for pkg in sorted(set(g.tools.values())))
     (src / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
 
@@ -210,8 +217,9 @@ def build_group(g: Group, progress: Callable[[str], None] | None = None) -> floa
     src = cache_root() / "toolchain" / "src" / f"{g.name}-{g.version}"
     _write_wrapper(g, src)
     env = {"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
-    say(f"resolving {g.module}@{g.version}")
-    executor.run(["go", "mod", "tidy"], cwd=src, env=env)
+    if not g.test_binary:
+        say(f"resolving {g.module}@{g.version}")
+        executor.run(["go", "mod", "tidy"], cwd=src, env=env)
     out = _bin_dir(g)
     staging = out.with_name(out.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -221,10 +229,15 @@ def build_group(g: Group, progress: Callable[[str], None] | None = None) -> floa
     # one go build for every tool of the group: the packages they share are loaded and compiled
     # once, and the binaries link side by side
     built = staging / "out"
-    executor.run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(built) + "/", *g.tools.values()],
-                 cwd=src, env=env)
+    if g.test_binary:  # go test -c takes one package at a time
+        for tool, pkg in g.tools.items():
+            executor.run(["go", "test", "-c", "-trimpath", "-ldflags", ldflags, "-o", str(built / tool), pkg],
+                         cwd=src, env=env)
+    else:
+        executor.run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(built) + "/", *g.tools.values()],
+                     cwd=src, env=env)
     for tool, pkg in g.tools.items():
-        (built / _default_binary_name(pkg)).rename(staging / tool)
+        (built / (tool if g.test_binary else _default_binary_name(pkg))).rename(staging / tool)
         (staging / f"{tool}.sha256").write_text(_sha256(staging / tool) + "\n")
     built.rmdir()
     shutil.rmtree(out, ignore_errors=True)

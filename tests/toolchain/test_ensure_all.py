@@ -15,8 +15,12 @@ from gpucatalog.toolchain import build
 ENSURE_ALL = build.ensure_all
 
 
-def test_kind_and_agnhost_alone_are_built_on_demand() -> None:
-    assert [g.name for g in build.load_manifest().values() if g.on_demand] == ["kind", "agnhost"]
+def test_kind_agnhost_and_kueues_e2e_suite_alone_are_built_on_demand() -> None:
+    assert [g.name for g in build.load_manifest().values() if g.on_demand] == ["kind", "agnhost", "kueue-e2e"]
+    # Kueue's suite is a test binary of the same Kueue release the bundles run
+    groups = build.load_manifest()
+    assert groups["kueue-e2e"].test_binary and not groups["kueue"].test_binary
+    assert (groups["kueue-e2e"].module, groups["kueue-e2e"].version) == (groups["kueue"].module, groups["kueue"].version)
     # agnhost comes from the control plane's own module and staging pins (its build cache is shared)
     groups = build.load_manifest()
     assert (groups["agnhost"].module, groups["agnhost"].version, groups["agnhost"].staging) == (
