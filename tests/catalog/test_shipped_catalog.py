@@ -20,13 +20,14 @@ SHIPPED = loader.load_catalog(REPO / "catalog")
 
 def test_the_shipped_bundles_are_there() -> None:
     assert {("gpu-scheduling", "0.1.0"), ("gpu-scheduling", "0.2.0"), ("gpu-queueing", "0.2.0"),
-            ("gpu-queueing", "0.3.0"), ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
-    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.3.0"  # what an unversioned certify takes
+            ("gpu-queueing", "0.3.0"), ("gpu-queueing", "0.4.0"), ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
+    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.0"  # what an unversioned certify takes
 
 
-@pytest.mark.parametrize("profile", ["sim", "kind", "h100-8x"])
-def test_validate_gpu_queueing_0_3_0_is_clean(capsys: pytest.CaptureFixture[str], profile: str) -> None:
-    assert main(["validate", "gpu-queueing@0.3.0", "--profile", profile, "--no-lint"]) == 0
+@pytest.mark.parametrize(("version", "profile"), [("0.3.0", "sim"), ("0.3.0", "kind"), ("0.3.0", "h100-8x"),
+                                                  ("0.4.0", "sim"), ("0.4.0", "upstream-e2e"), ("0.4.0", "h100-8x")])
+def test_validate_gpu_queueing_is_clean(capsys: pytest.CaptureFixture[str], version: str, profile: str) -> None:
+    assert main(["validate", f"gpu-queueing@{version}", "--profile", profile, "--no-lint"]) == 0
     assert "no findings" in capsys.readouterr().out
 
 

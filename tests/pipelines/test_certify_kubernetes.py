@@ -25,14 +25,14 @@ def test_ranges_name_each_component_that_excludes_the_release(queueing: render.R
     assert certify.outside_range(queueing, "v1.35.4") == []
     assert certify.outside_range(queueing, "v1.34.4") == []
     out = certify.outside_range(queueing, "v1.37.2")
-    assert "kueue v0.17.0 supports Kubernetes >=1.29.0 <1.37.0" in out
+    assert "kueue v0.17.0+chart.0.2.0 supports Kubernetes >=1.29.0 <1.37.0" in out
     assert len(out) == len(queueing.components)  # every component stops before 1.37 today
 
 
 @pytest.mark.toolchain
 def test_outside_the_range_is_refused_unless_probed(queueing: render.RenderedBundle) -> None:
     info: dict[str, Any] = {}
-    with pytest.raises(errors.InputError, match=r"kueue v0.17.0 supports Kubernetes >=1.29.0 <1.37.0") as exc:
+    with pytest.raises(errors.InputError, match=r"kueue v0\.17\.0\+chart\.0\.2\.0 supports Kubernetes >=1\.29\.0 <1\.37\.0") as exc:
         certify._check_range(queueing, "v1.37.2", certify.Options(bundle="gpu-queueing", kubernetes="1.37"), info)
     assert exc.value.field == "--kubernetes" and "--outside-range" in str(exc.value.expected)
     probe = certify.Options(bundle="gpu-queueing", kubernetes="1.37", outside_range=True)
