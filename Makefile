@@ -61,4 +61,8 @@ MATRIX_OUT ?= out/matrix
 matrix: $(VENV)/.installed
 	$(BIN)/catalog matrix $(MATRIX_BUNDLES) --kubernetes $(MATRIX_KUBERNETES) --out $(MATRIX_OUT)
 
-.PHONY: help setup lint scan test unit matrix
+## upstream-e2e: Kueue's own upstream e2e specs (Job, Pod, Deployment, StatefulSet, fair sharing) on a sim cluster with the gpu-queueing bundle's Kueue (docs/upstream-e2e.md; not part of `make test`)
+upstream-e2e: $(VENV)/.installed
+	$(PY) -m gpucatalog.pipelines.upstream_e2e --out build/upstream-e2e
+
+.PHONY: help setup lint scan test unit matrix upstream-e2e
