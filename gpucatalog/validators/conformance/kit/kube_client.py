@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -26,6 +27,16 @@ from gpucatalog.validators.conformance.kit import base
 T = TypeVar("T")
 
 REQUEST_TIMEOUT_S = 30
+# How long a create refused because an admission webhook's cache has not yet seen the namespace
+# made just before (Kueue's pod webhook: "Namespace \"x\" not found") is tried again: until the
+# webhook accepts it, which is the event the caller needs
+WEBHOOK_CACHE_WAIT_S = 30.0
+WEBHOOK_RETRY_S = 0.2
+
+
+def webhook_missed_namespace(status: int, body: str) -> bool:
+    """A 404 from an admission webhook that looked the object's namespace up in its own cache."""
+    return status == 404 and "admission webhook" in body and "Namespace" in body and "not found" in body
 
 
 class Kube:
@@ -42,12 +53,17 @@ class Kube:
         self.scheduling: Any = client.SchedulingV1Api(self.api)
 
     def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except ApiException as exc:
-            raise base.CaseFailed(f"{what}: {http_error(exc)}") from exc
-        except urllib3.exceptions.HTTPError as exc:
-            raise base.CaseFailed(f"{what}: Kubernetes API unreachable ({exc})") from exc
+        deadline = time.monotonic() + WEBHOOK_CACHE_WAIT_S
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except ApiException as exc:
+                if webhook_missed_namespace(int(exc.status or 0), str(exc.body or "")) and time.monotonic() < deadline:
+                    time.sleep(WEBHOOK_RETRY_S)
+                    continue
+                raise base.CaseFailed(f"{what}: {http_error(exc)}") from exc
+            except urllib3.exceptions.HTTPError as exc:
+                raise base.CaseFailed(f"{what}: Kubernetes API unreachable ({exc})") from exc
 
     def exists(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
         try:
@@ -72,10 +88,15 @@ class Kube:
                                           body=body, auth_settings=["BearerToken"])
         # Unlike ``call``, a transport error (urllib3) is not turned into CaseFailed here: this is
         # how fault_remediation has always behaved, and changing it is a behaviour change of its own.
-        resp = self.api.call_api(*params, _request_timeout=REQUEST_TIMEOUT_S)
-        raw = resp.read()
-        status = int(resp.status)
-        text = raw.decode() if isinstance(raw, bytes) else str(raw or "")
+        deadline = time.monotonic() + WEBHOOK_CACHE_WAIT_S
+        while True:
+            resp = self.api.call_api(*params, _request_timeout=REQUEST_TIMEOUT_S)
+            raw = resp.read()
+            status = int(resp.status)
+            text = raw.decode() if isinstance(raw, bytes) else str(raw or "")
+            if not (method == "POST" and webhook_missed_namespace(status, text) and time.monotonic() < deadline):
+                break
+            time.sleep(WEBHOOK_RETRY_S)
         if status == 404 and ok404:
             return {}
         if not 200 <= status < 300:
