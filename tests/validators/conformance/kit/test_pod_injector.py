@@ -5,9 +5,10 @@ kubelet would write; the sim cluster runs the real pods (tests/gpuhealth/test_po
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,21 @@ def test_other_fault_kinds_are_not_run() -> None:
         inj.inject_fault("gpu-0", "pcie-downgrade", gpu=4)
 
 
+@contextlib.contextmanager
+def _beside(inj: pod_injector.PodInjector, stand_in: Callable[..., None], *args: Any) -> Iterator[None]:
+    """``stand_in(*args, stop)`` (a kubelet or controller played by the test) on a thread while
+    the block runs; then it is stopped and the injector closed."""
+    stop = threading.Event()
+    t = threading.Thread(target=stand_in, args=(*args, stop), daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(5)
+        inj.close()
+
+
 def _kubelet(kubeconfig: Path, ns: str, status: dict[str, Any], stop: threading.Event) -> None:
     """Plays the node's kubelet on the bare API server: every injector pod gets ``status``."""
     kube = kube_client.Kube(kubeconfig)
@@ -103,19 +119,9 @@ def _terminated(code: int, message: str) -> dict[str, Any]:
 ])
 def test_the_pods_outcome_decides(kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]],
                                   status: dict[str, Any], call: str, raises: type[Exception] | None, says: str) -> None:
-    objects = render_chart("gpu-health", None, "--namespace", "inj-test")
-    for o in objects:
-        o["metadata"]["namespace"] = "inj-test"
-    agent = _agent(objects)
+    inj = _injector_in(kubeconfig, render_chart, "inj-test")
     kube = kube_client.Kube(kubeconfig)
-    if not kube.request("GET", "/api/v1/namespaces/inj-test", ok404=True):
-        kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                    "metadata": {"name": "inj-test"}})
-    inj = pod_injector.PodInjector(kubeconfig, agent, timeout_s=20)
-    stop = threading.Event()
-    t = threading.Thread(target=_kubelet, args=(kubeconfig, "inj-test", status, stop), daemon=True)
-    t.start()
-    try:
+    with _beside(inj, _kubelet, kubeconfig, "inj-test", status):
         def act() -> str:
             return inj.clear_fault("node-a") if call == "clear" else inj.inject_fault("node-a", "xid", code=79, gpu=2)
         if raises is None:
@@ -128,10 +134,6 @@ def test_the_pods_outcome_decides(kubeconfig: Path, render_chart: Callable[..., 
         assert kube.request("GET", "/api/v1/namespaces/inj-test/pods")["items"] == []
         sa = kube.request("GET", f"/api/v1/namespaces/inj-test/serviceaccounts/{pod_injector.SERVICE_ACCOUNT}")
         assert sa["automountServiceAccountToken"] is False
-    finally:
-        stop.set()
-        t.join(5)
-        inj.close()
     assert not kube.request("GET", f"/api/v1/namespaces/inj-test/serviceaccounts/{pod_injector.SERVICE_ACCOUNT}",
                             ok404=True)
 
@@ -180,20 +182,13 @@ def test_a_pod_removed_by_a_drain_is_judged_by_its_last_status(
         kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]], status: dict[str, Any] | None,
         says: str | None) -> None:
     inj = _injector_in(kubeconfig, render_chart, "inj-drain")
-    stop = threading.Event()
-    t = threading.Thread(target=_draining_kubelet, args=(kubeconfig, "inj-drain", status, stop), daemon=True)
-    t.start()
-    try:
+    with _beside(inj, _draining_kubelet, kubeconfig, "inj-drain", status):
         if says is None:
             assert inj.inject_fault("node-a", "xid", code=79, gpu=2).startswith("node-a:")
             assert inj.runs[-1]["exitCode"] == 0 and inj.runs[-1]["deletedBeforeRead"] is True
         else:
             with pytest.raises(base.CaseFailed, match=r"the fault injector pod on node-a " + re.escape(says)):
                 inj.inject_fault("node-a", "xid", code=79, gpu=2)
-    finally:
-        stop.set()
-        t.join(5)
-        inj.close()
 
 
 def _kubelet_behind_a_drain(kubeconfig: Path, ns: str, first: dict[str, Any] | None, seen: list[dict[str, Any]],
@@ -227,16 +222,8 @@ def test_a_pod_removed_by_a_drain_is_tried_again_with_the_same_injection_id(
         kubeconfig: Path, render_chart: Callable[..., list[dict[str, Any]]], first: dict[str, Any] | None) -> None:
     inj = _injector_in(kubeconfig, render_chart, "inj-retry")
     seen: list[dict[str, Any]] = []
-    stop = threading.Event()
-    t = threading.Thread(target=_kubelet_behind_a_drain, args=(kubeconfig, "inj-retry", first, seen, stop),
-                         daemon=True)
-    t.start()
-    try:
+    with _beside(inj, _kubelet_behind_a_drain, kubeconfig, "inj-retry", first, seen):
         assert "NVRM: Xid (PCI:0000:3a:00): 79" in inj.inject_fault("node-a", "xid", code=79, gpu=2)
-    finally:
-        stop.set()
-        t.join(5)
-        inj.close()
     assert len(seen) == 2
     first_args, second_args = (p["spec"]["containers"][0]["args"] for p in seen)
     assert first_args == second_args and first_args[-2] == "--injection" and re.fullmatch(r"[0-9a-f]{8}", first_args[-1])
@@ -244,11 +231,11 @@ def test_a_pod_removed_by_a_drain_is_tried_again_with_the_same_injection_id(
     assert inj.runs[-1]["exitCode"] == 0
 
 
-def _gpu_health_draining(kubeconfig: Path, ns: str, node: str, created_in: list[str], stop: threading.Event) -> None:
+def _gpu_health_draining(kubeconfig: Path, ns: str, node: str, created_in: dict[str, str], stop: threading.Event) -> None:
     """gpu-health draining ``node`` as it does: every pod there is evicted while the node is
     labelled draining (a Pending one whatever its budget), and the drain ends (state repairing)
-    once a pass finds no pod left; then the node's pods run to completion. ``created_in``: the
-    node's state when each injector pod was first seen."""
+    once a pass finds no pod left; then the node's pods run to completion. ``created_in``: each
+    injector pod -> the node's state when it was first seen."""
     kube = kube_client.Kube(kubeconfig)
     empty_passes = 0
     while not stop.is_set():
@@ -257,8 +244,7 @@ def _gpu_health_draining(kubeconfig: Path, ns: str, node: str, created_in: list[
                 if not p["metadata"].get("deletionTimestamp")]
         for p in pods:
             path = f"/api/v1/namespaces/{ns}/pods/{p['metadata']['name']}"
-            if not (p.get("status") or {}).get("containerStatuses") and p["metadata"]["name"] not in created_in[1::2]:
-                created_in += [state, p["metadata"]["name"]]
+            created_in.setdefault(p["metadata"]["name"], state)
             if state == "draining":
                 kube.request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
                              ok404=True)
@@ -280,17 +266,11 @@ def test_a_retry_waits_for_gpu_healths_drain_of_the_node_to_end(
     kube.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": "node-drained", "labels": {pod_injector.STATE_LABEL: "draining"}}})
     inj = _injector_in(kubeconfig, render_chart, "inj-drained")
-    created_in: list[str] = []
-    stop = threading.Event()
-    t = threading.Thread(target=_gpu_health_draining, args=(kubeconfig, "inj-drained", "node-drained", created_in, stop),
-                         daemon=True)
-    t.start()
+    created_in: dict[str, str] = {}
     try:
-        assert "NVRM: Xid (PCI:0000:3a:00): 79" in inj.inject_fault("node-drained", "xid", code=79, gpu=2)
+        with _beside(inj, _gpu_health_draining, kubeconfig, "inj-drained", "node-drained", created_in):
+            assert "NVRM: Xid (PCI:0000:3a:00): 79" in inj.inject_fault("node-drained", "xid", code=79, gpu=2)
     finally:
-        stop.set()
-        t.join(5)
-        inj.close()
         kube.request("DELETE", "/api/v1/nodes/node-drained", ok404=True)
-    assert created_in[0::2] == ["draining", "repairing"], created_in
+    assert list(created_in.values()) == ["draining", "repairing"], created_in
     assert [r.get("removedBeforeItReported", "") != "" for r in inj.runs] == [True, False]
