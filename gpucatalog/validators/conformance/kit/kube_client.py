@@ -39,6 +39,15 @@ def webhook_missed_namespace(status: int, body: str) -> bool:
     return status == 404 and "admission webhook" in body and "Namespace" in body and "not found" in body
 
 
+def _again_for_webhook(status: int, body: str, deadline: float) -> bool:
+    """Whether a refused call is tried again (after a short pause): the webhook missed the
+    namespace and the deadline is not reached."""
+    if webhook_missed_namespace(status, body) and time.monotonic() < deadline:
+        time.sleep(WEBHOOK_RETRY_S)
+        return True
+    return False
+
+
 class Kube:
     """Typed-enough access to the APIs the suites use; every API error becomes ``CaseFailed``."""
 
@@ -58,8 +67,7 @@ class Kube:
             try:
                 return fn(*args, **kwargs)
             except ApiException as exc:
-                if webhook_missed_namespace(int(exc.status or 0), str(exc.body or "")) and time.monotonic() < deadline:
-                    time.sleep(WEBHOOK_RETRY_S)
+                if _again_for_webhook(int(exc.status or 0), str(exc.body or ""), deadline):
                     continue
                 raise base.CaseFailed(f"{what}: {http_error(exc)}") from exc
             except urllib3.exceptions.HTTPError as exc:
@@ -94,9 +102,8 @@ class Kube:
             raw = resp.read()
             status = int(resp.status)
             text = raw.decode() if isinstance(raw, bytes) else str(raw or "")
-            if not (method == "POST" and webhook_missed_namespace(status, text) and time.monotonic() < deadline):
+            if not (method == "POST" and _again_for_webhook(status, text, deadline)):
                 break
-            time.sleep(WEBHOOK_RETRY_S)
         if status == 404 and ok404:
             return {}
         if not 200 <= status < 300:
