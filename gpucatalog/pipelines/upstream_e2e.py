@@ -159,12 +159,13 @@ def run(out: Path, cluster_name: str, keep: bool, focus: str | None, doc: Path) 
     rb = render.render_bundle(cat, BUNDLE, PROFILE)
     kueue = [c for c in rb.components if c.name == COMPONENT]
     cluster = SimCluster(cluster_name)
-    spec = cat.bundles[(rb.bundle, rb.version)].profiles[PROFILE].cluster
+    nodes, shape = int(rb.cluster["nodes"]), str(rb.cluster["shape"])  # the profile's cluster
+    workers = worker_labels(module)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        say(f"sim cluster {cluster_name}: {spec.get('nodes', 4)} x {spec.get('shape', 'h100-80gb-x8')}")
-        cluster.up(int(spec.get("nodes", 4)), str(spec.get("shape", "h100-80gb-x8")))
-        for name, lab in zip(label_nodes(cluster, worker_labels(module)), worker_labels(module), strict=True):
+        say(f"sim cluster {cluster_name}: {nodes} x {shape}")
+        cluster.up(nodes, shape)
+        for name, lab in zip(label_nodes(cluster, workers), workers, strict=True):
             say(f"node {name}: labels {lab} (as Kueue's e2e kind cluster)")
         say(f"installing {rb.bundle}@{rb.version}'s {COMPONENT} alone ({PROFILE} profile)")
         installer.install(dataclasses.replace(rb, components=kueue), cluster.kubeconfig(), timeout_s=600,
