@@ -27,10 +27,12 @@ from gpucatalog.validators.conformance.kit import base
 T = TypeVar("T")
 
 REQUEST_TIMEOUT_S = 30
-# How long a create refused because an admission webhook's cache has not yet seen the namespace
-# made just before (Kueue's pod webhook: "Namespace \"x\" not found") is tried again: until the
-# webhook accepts it, which is the event the caller needs
-WEBHOOK_CACHE_WAIT_S = 30.0
+# How long a create refused by an admission webhook that is not ready for it is tried again:
+# its cache has not yet seen the namespace made just before (Kueue's pod webhook: "Namespace \"x\"
+# not found"), or its pods are being replaced (a drain of their node) and its Service has no
+# endpoints yet. The call waits for the webhook to accept, the event the caller needs; a refusal
+# on the merits fails at once.
+WEBHOOK_WAIT_S = 90.0
 WEBHOOK_RETRY_S = 0.2
 
 
@@ -39,10 +41,17 @@ def webhook_missed_namespace(status: int, body: str) -> bool:
     return status == 404 and "admission webhook" in body and "Namespace" in body and "not found" in body
 
 
+def webhook_unreachable(status: int, body: str) -> bool:
+    """A 500 from the API server that could not reach a webhook's pods (none ready behind its
+    Service, or none listening yet)."""
+    return status == 500 and "failed calling webhook" in body and (
+        "no endpoints available" in body or "connection refused" in body)
+
+
 def _again_for_webhook(status: int, body: str, deadline: float) -> bool:
-    """Whether a refused call is tried again (after a short pause): the webhook missed the
-    namespace and the deadline is not reached."""
-    if webhook_missed_namespace(status, body) and time.monotonic() < deadline:
+    """Whether a refused call is tried again (after a short pause): a webhook was not ready for
+    it and the deadline is not reached."""
+    if (webhook_missed_namespace(status, body) or webhook_unreachable(status, body)) and time.monotonic() < deadline:
         time.sleep(WEBHOOK_RETRY_S)
         return True
     return False
@@ -62,7 +71,7 @@ class Kube:
         self.scheduling: Any = client.SchedulingV1Api(self.api)
 
     def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        deadline = time.monotonic() + WEBHOOK_CACHE_WAIT_S
+        deadline = time.monotonic() + WEBHOOK_WAIT_S
         while True:
             try:
                 return fn(*args, **kwargs)
@@ -96,7 +105,7 @@ class Kube:
                                           body=body, auth_settings=["BearerToken"])
         # Unlike ``call``, a transport error (urllib3) is not turned into CaseFailed here: this is
         # how fault_remediation has always behaved, and changing it is a behaviour change of its own.
-        deadline = time.monotonic() + WEBHOOK_CACHE_WAIT_S
+        deadline = time.monotonic() + WEBHOOK_WAIT_S
         while True:
             resp = self.api.call_api(*params, _request_timeout=REQUEST_TIMEOUT_S)
             raw = resp.read()
