@@ -7,9 +7,11 @@ is ready, so installing beside it would race it. And it waits for an earlier com
 namespace (Helm creates a missing namespace; two releases must not race to create it). Everything else is independent and goes at the
 same time: on a cluster, most of an install is waiting for controllers to report ready.
 
-Webhook scope is judged from the rules only (API groups and resources; ``namespaceSelector`` and
-``objectSelector`` are not evaluated), which can only make a component wait when it need not.
-Called by :mod:`.install`.
+Webhook scope is judged from the rules (API groups and resources) and from a ``namespaceSelector``
+that names namespaces by the label the API server puts on every namespace
+(``kubernetes.io/metadata.name``), for objects of kinds known to be namespaced. A selector on any
+other label, and ``objectSelector``, are taken to match: that can only make a component wait when
+it need not. Called by :mod:`.install`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ from gpucatalog.catalog import render
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 # kinds whose controllers create pods: a pod webhook intercepts what they start
 WORKLOAD_KINDS = ("Pod", "Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job", "CronJob")
+# kinds charts use that are always namespaced, so a namespaceSelector applies to them
+NAMESPACED_KINDS = WORKLOAD_KINDS + ("ConfigMap", "Secret", "Service", "ServiceAccount", "Role", "RoleBinding",
+                                     "PodDisruptionBudget", "NetworkPolicy", "Lease")
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+Rule = tuple[set[str], set[str], dict[str, Any]]  # api groups, resources, namespaceSelector
 
 
 def plural(kind: str) -> str:
@@ -34,35 +42,58 @@ def plural(kind: str) -> str:
     return low + "s"
 
 
-def resources(objects: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
-    """``(api group, resource)`` of each object, plus core ``pods`` when a workload starts pods."""
-    out: set[tuple[str, str]] = set()
+def resources(objects: Iterable[dict[str, Any]], namespace: str = "") -> set[tuple[str, str, str]]:
+    """``(api group, resource, namespace)`` of each object, plus core ``pods`` when a workload
+    starts pods; the namespace (the object's own, else ``namespace``, the release's) only for
+    kinds known to be namespaced, ``""`` otherwise."""
+    out: set[tuple[str, str, str]] = set()
     for o in objects:
         kind = str(o.get("kind", ""))
         group = str(o.get("apiVersion", "")).rpartition("/")[0]
-        out.add((group, plural(kind)))
+        ns = str((o.get("metadata") or {}).get("namespace") or namespace) if kind in NAMESPACED_KINDS else ""
+        out.add((group, plural(kind), ns))
         if kind in WORKLOAD_KINDS:
-            out.add(("", "pods"))
+            out.add(("", "pods", ns))
     return out
 
 
-def intercepted(objects: Iterable[dict[str, Any]]) -> list[tuple[set[str], set[str]]]:
-    """The ``(api groups, resources)`` of every rule of every admission webhook in ``objects``."""
+def intercepted(objects: Iterable[dict[str, Any]]) -> list[Rule]:
+    """The ``(api groups, resources, namespaceSelector)`` of every rule of every admission webhook
+    in ``objects``."""
     rules = []
     for o in objects:
         if o.get("kind") not in WEBHOOK_KINDS:
             continue
         for hook in o.get("webhooks") or []:
+            selector = hook.get("namespaceSelector") or {}
             for rule in hook.get("rules") or []:
                 # a subresource rule ("pods/status") is about the parent's subresource, not creation
                 res = {str(r) for r in rule.get("resources") or [] if "/" not in str(r)}
-                rules.append(({str(g) for g in rule.get("apiGroups") or []}, res))
+                rules.append(({str(g) for g in rule.get("apiGroups") or []}, res, selector))
     return rules
 
 
-def _matches(rule: tuple[set[str], set[str]], res: set[tuple[str, str]]) -> bool:
-    groups, names = rule
-    return any(("*" in groups or g in groups) and ("*" in names or r in names) for g, r in res)
+def selects(selector: dict[str, Any], namespace: str) -> bool:
+    """Whether a webhook's ``namespaceSelector`` may select ``namespace`` (``""``: unknown, or
+    not namespaced). Judged exactly when it names namespaces by ``kubernetes.io/metadata.name``
+    only; a selector on any other label may match, since the namespace's labels are not known."""
+    labels = selector.get("matchLabels") or {}
+    exprs = selector.get("matchExpressions") or []
+    if not namespace or any(k != NAME_LABEL for k in labels) or any(e.get("key") != NAME_LABEL for e in exprs):
+        return True
+    if any(v != namespace for v in labels.values()):
+        return False
+    for e in exprs:
+        op, values = e.get("operator"), e.get("values") or []
+        if (op == "In" and namespace not in values) or (op == "NotIn" and namespace in values) or op == "DoesNotExist":
+            return False
+    return True
+
+
+def _matches(rule: Rule, res: set[tuple[str, str, str]]) -> bool:
+    groups, names, selector = rule
+    return any(("*" in groups or g in groups) and ("*" in names or r in names) and selects(selector, ns)
+               for g, r, ns in res)
 
 
 def waits_for(components: Sequence[render.RenderedComponent]) -> dict[str, tuple[str, ...]]:
@@ -70,9 +101,9 @@ def waits_for(components: Sequence[render.RenderedComponent]) -> dict[str, tuple
     components it must wait for: its ``dependsOn``, the earlier webhooks that intercept it, and
     earlier components in its namespace."""
     out: dict[str, tuple[str, ...]] = {}
-    earlier: list[tuple[str, str, list[tuple[set[str], set[str]]]]] = []
+    earlier: list[tuple[str, str, list[Rule]]] = []
     for comp in components:
-        mine = resources(comp.objects)
+        mine = resources(comp.objects, comp.namespace)
         need = [d for d in comp.depends_on if d in out]
         need += [name for name, ns, rules in earlier
                  if name not in need and (ns == comp.namespace or any(_matches(r, mine) for r in rules))]

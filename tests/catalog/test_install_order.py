@@ -17,10 +17,14 @@ def _comp(name: str, objects: list[dict[str, Any]], ns: str = "", deps: tuple[st
                                     values={}, objects=objects, manifest_text="", depends_on=deps)
 
 
-def _hook(groups: list[str], resources: list[str], kind: str = "ValidatingWebhookConfiguration") -> dict[str, Any]:
+def _hook(groups: list[str], resources: list[str], kind: str = "ValidatingWebhookConfiguration",
+          selector: dict[str, Any] | None = None) -> dict[str, Any]:
+    hook: dict[str, Any] = {"name": "h.example.dev", "rules": [{"apiGroups": groups, "apiVersions": ["v1"],
+                                                               "operations": ["CREATE"], "resources": resources}]}
+    if selector is not None:
+        hook["namespaceSelector"] = selector
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "h"},
-            "webhooks": [{"name": "h.example.dev", "rules": [{"apiGroups": groups, "apiVersions": ["v1"],
-                                                              "operations": ["CREATE"], "resources": resources}]}]}
+            "webhooks": [hook]}
 
 
 DAEMONSET = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"}}
@@ -54,6 +58,34 @@ def test_depends_on_and_a_shared_namespace_are_waited_for() -> None:
     assert waits == {"op": (), "crs": ("op",), "side": ("crs",), "free": ()}
 
 
+def _not_in(*names: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(names)}]}
+
+
+@pytest.mark.parametrize(("selector", "waits"), [
+    (_not_in("kube-system", "agent"), False),  # Kueue's pod webhook leaving the agent's namespace out
+    (_not_in("kube-system"), True),
+    ({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["agent"]}]}, True),
+    ({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["other"]}]}, False),
+    ({"matchLabels": {"kubernetes.io/metadata.name": "other"}}, False),
+    ({"matchLabels": {"kubernetes.io/metadata.name": "agent"}}, True),
+    ({"matchLabels": {"team": "x"}}, True),  # another label: the namespace may carry it, so wait
+    ({**_not_in("agent"), "matchLabels": {"team": "x"}}, True),
+    ({}, True),
+])
+def test_a_namespace_selector_on_the_namespaces_name_is_judged(selector: dict[str, Any], waits: bool) -> None:
+    order = installorder.waits_for([_comp("queue", [_hook([""], ["pods"], selector=selector)]),
+                                    _comp("agent", [DAEMONSET])])
+    assert order["agent"] == (("queue",) if waits else ())
+
+
+def test_a_namespace_selector_never_frees_an_object_not_known_to_be_namespaced() -> None:
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "r"}}
+    order = installorder.waits_for([_comp("guard", [_hook(["*"], ["*"], selector=_not_in("agent"))]),
+                                    _comp("agent", [role])])
+    assert order["agent"] == ("guard",)
+
+
 def test_resource_names_of_the_kinds_charts_use() -> None:
     assert [installorder.plural(k) for k in ("Deployment", "Ingress", "NetworkPolicy", "PriorityClass", "Gateway")] == [
         "deployments", "ingresses", "networkpolicies", "priorityclasses", "gateways"]
@@ -65,5 +97,11 @@ def test_shipped_bundles_install_order() -> None:
     queueing = installorder.waits_for(render.render_bundle(cat, "gpu-queueing@0.2.0", "sim").components)
     # Kueue's webhooks see only Jobs and Kueue's own kinds: gpu-health and the DRA driver go beside it
     assert queueing == {"kueue": (), "team-queues": ("kueue",), "gpu-health": (), "nvidia-dra-driver": ()}
+    # 0.4.0's pod webhook sees every namespace but Kueue's and kube-system: the rest waits for it;
+    # 0.4.1 leaves the platform's namespaces out, so they go beside Kueue again
+    four = installorder.waits_for(render.render_bundle(cat, "gpu-queueing@0.4.0", "sim").components)
+    assert four == {"kueue": (), "team-queues": ("kueue",), "gpu-health": ("kueue",), "nvidia-dra-driver": ("kueue",)}
+    four_one = installorder.waits_for(render.render_bundle(cat, "gpu-queueing@0.4.1", "sim").components)
+    assert four_one == {"kueue": (), "team-queues": ("kueue",), "gpu-health": (), "nvidia-dra-driver": ()}
     slurm = installorder.waits_for(render.render_bundle(cat, "slurm@0.2.0", "sim").components)
     assert slurm["slurm"] == ("slurm-operator",)
