@@ -20,12 +20,14 @@ SHIPPED = loader.load_catalog(REPO / "catalog")
 
 def test_the_shipped_bundles_are_there() -> None:
     assert {("gpu-scheduling", "0.1.0"), ("gpu-scheduling", "0.2.0"), ("gpu-queueing", "0.2.0"),
-            ("gpu-queueing", "0.3.0"), ("gpu-queueing", "0.4.0"), ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
-    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.0"  # what an unversioned certify takes
+            ("gpu-queueing", "0.3.0"), ("gpu-queueing", "0.4.0"), ("gpu-queueing", "0.4.1"),
+            ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
+    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.1"  # what an unversioned certify takes
 
 
 @pytest.mark.parametrize(("version", "profile"), [("0.3.0", "sim"), ("0.3.0", "kind"), ("0.3.0", "h100-8x"),
-                                                  ("0.4.0", "sim"), ("0.4.0", "upstream-e2e"), ("0.4.0", "h100-8x")])
+                                                  ("0.4.0", "sim"), ("0.4.0", "upstream-e2e"), ("0.4.0", "h100-8x"),
+                                                  ("0.4.1", "sim"), ("0.4.1", "upstream-e2e"), ("0.4.1", "h100-8x")])
 def test_validate_gpu_queueing_is_clean(capsys: pytest.CaptureFixture[str], version: str, profile: str) -> None:
     assert main(["validate", f"gpu-queueing@{version}", "--profile", profile, "--no-lint"]) == 0
     assert "no findings" in capsys.readouterr().out
@@ -88,3 +90,36 @@ def test_sim_profile_uses_the_charts_sim_scenarios() -> None:
     bundle = yaml.safe_load((REPO / "catalog" / "bundles" / "gpu-scheduling" / "0.1.0.yaml").read_text())
     sim = bundle["spec"]["profiles"]["sim"]["values"]
     assert sim["gpu-health"] == yaml.safe_load((REPO / "charts" / "gpu-health" / "ci" / "sim-values.yaml").read_text())
+
+
+@pytest.mark.parametrize("profile", ["sim", "upstream-e2e", "kind", "h100-8x"])
+def test_0_4_1_kueue_webhooks_leave_the_platform_namespaces_out(profile: str) -> None:
+    """0.4.0's pod webhook admitted gpu-health's pods: while Kueue's manager was replaced, the pod
+    that verifies a repaired node could not be made. 0.4.1's webhooks skip those namespaces."""
+    rb = render.render_bundle(SHIPPED, "gpu-queueing@0.4.1", profile)
+    kueue = next(c for c in rb.components if c.name == "kueue")
+    hooks = [h for o in kueue.objects if o.get("kind", "").endswith("WebhookConfiguration") for h in o["webhooks"]]
+    pod_hooks = [h for h in hooks if any("pods" in r["resources"] for r in h["rules"])]
+    assert pod_hooks
+    for hook in hooks:
+        if "namespaceSelector" not in hook:  # Kueue's own kinds: cluster-scoped or its namespace's
+            continue
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
+        assert {"gpu-health", "nvidia-dra-driver", "kube-system", "kueue-system"} <= set(expr["values"]), hook["name"]
+    assert all("namespaceSelector" in h for h in pod_hooks)
+
+
+def test_0_4_1_sim_keeps_the_controllers_on_a_cpu_node() -> None:
+    rb = render.render_bundle(SHIPPED, "gpu-queueing@0.4.1", "sim")
+    assert rb.cluster["extraNodes"] == [{"nodes": 1, "shape": "cpu"}]
+    comps = {c.name: c for c in rb.components}
+    selectors = {name: o["spec"]["template"]["spec"].get("nodeSelector")
+                 for name, comp in comps.items() for o in comp.objects if o.get("kind") == "Deployment"}
+    cpu = {"node.kubernetes.io/instance-type": "cpu"}
+    assert selectors == {"kueue": cpu, "gpu-health": cpu}
+    # the upstream-e2e profile installs Kueue alone on the GPU nodes Kueue's own suite expects
+    e2e = render.render_bundle(SHIPPED, "gpu-queueing@0.4.1", "upstream-e2e")
+    assert "extraNodes" not in e2e.cluster
+    (dep,) = [o for c in e2e.components if c.name == "kueue" for o in c.objects if o.get("kind") == "Deployment"]
+    assert not dep["spec"]["template"]["spec"].get("nodeSelector")
