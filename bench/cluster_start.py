@@ -7,6 +7,7 @@ Also prints the warm ``ensure`` time of the toolchain and the recorded cold buil
 
     PYTHONPATH=. python3 bench/cluster_start.py            # 8 100 1000
     PYTHONPATH=. python3 bench/cluster_start.py 8
+    PYTHONPATH=. python3 bench/cluster_start.py 10000     # the largest cluster the sim starts
 """
 
 from __future__ import annotations

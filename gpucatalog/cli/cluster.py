@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                          epilog="example:\n  catalog cluster up --nodes 100 --shape h200-141gb-x8",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     up.add_argument("--name", default="sim", help="cluster name (default: sim)")
-    up.add_argument("--nodes", type=int, default=8, help="number of simulated nodes (default: 8)")
+    up.add_argument("--nodes", type=int, default=8, help="number of simulated nodes, 1-10000 (default: 8)")
     up.add_argument("--shape", default="h100-80gb-x8", help=f"node shape: {', '.join(shapes.catalogue())}")
     up.add_argument("--api-port", type=int, help="API server port on 127.0.0.1 (default: a free one)")
     up.add_argument("--restart", default="always", choices=["always", "on-failure", "never"],

@@ -36,12 +36,12 @@ from gpucatalog.clusters.sim import (
     stages,
 )
 from gpucatalog.clusters.sim import pki as pki_mod
-from gpucatalog.clusters.sim.config import RESTART_POLICIES, ClusterConfig
+from gpucatalog.clusters.sim.config import RESTART_POLICIES, ClusterConfig, lease_seconds
 from gpucatalog.clusters.sim.layout import Layout, clusters_root
 from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build, releases
 
-MAX_NODES = 2000
+MAX_NODES = 10000
 TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # kubelet: every node's kubelet API (the sim kubelet's exec, the rest relayed to kwok's server)
 PORT_NAMES = ("etcd", "etcd_peer", "apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubelet")
@@ -138,6 +138,7 @@ class SimCluster(
         cfg = ClusterConfig(
             name=self.name, slot=self._free_slot(), ports=picked, binaries=binaries, restart=restart,
             python_path=_python_path(), versions={t: v for t, v in build.versions(release).items() if t in TOOLS},
+            node_lease_s=lease_seconds(count),
         )
         pki = pki_mod.generate(lay.pki)
         server = cfg.api_url
@@ -151,7 +152,7 @@ class SimCluster(
             for b in overlay:
                 say(f"image {b.image} runs {b.executable} (reports {b.version})")
         images.refresh_base_images()  # agnhost may have been built since this process first asked
-        stages.write(lay.kwok_config, heartbeat_s, images.merged(overlay))
+        stages.write(lay.kwok_config, heartbeat_s, images.merged(overlay), cfg.node_lease_s)
         (lay.root / "egress-selector.yaml").write_text(egress.egress_config(egress.socket_path(lay)))
         cfg.save(lay.config)
         say(f"starting control plane of {self.name!r} on {server}")
@@ -161,7 +162,7 @@ class SimCluster(
             log_path=lay.logs / "supervisor.log", env={"PYTHONPATH": cfg.python_path},
         )
         launcher.wait()
-        objs = [nodes.node_object(shape, i) for i in range(count)]
+        objs = [nodes.node_object(shape, i, *_kubelet(cfg)) for i in range(count)]
         nodefs.register(lay.nodes, {o["metadata"]["name"]: shape.name for o in objs})
         self._wait_phase(timeout)
         say(f"API server ready after {time.monotonic() - t0:.1f}s; creating {count} {shape.name} nodes")
@@ -172,7 +173,7 @@ class SimCluster(
 
     def wait_ready(self, timeout: float = 120.0, expect: int | None = None) -> None:
         """Block until the API server is ready and every node (at least ``expect``) is Ready."""
-        core = self.core()
+        api = self.api_client()
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
@@ -180,16 +181,16 @@ class SimCluster(
             if st.get("phase") == "failed":
                 raise errors.ToolError(["sim-supervisor"], 1, str(st.get("error")))
             try:
-                items = core.list_node(resource_version="0").items
+                ready, total = _ready_nodes(api)
             except _api_errors() as exc:
                 last = f"API server not answering: {exc}"
                 time.sleep(0.3)
                 continue
-            ready = sum(1 for n in items if _node_ready(n))
-            last = f"{ready}/{len(items)} nodes Ready"
-            if items and ready == len(items) and (expect is None or ready >= expect):
+            last = f"{ready}/{total} nodes Ready"
+            if total and ready == total and (expect is None or ready >= expect):
                 return
-            time.sleep(0.2)
+            # a list costs the API server in proportion to the nodes: poll a large cluster less often
+            time.sleep(0.2 if total < 1000 else 1.0)
         raise errors.ToolError(["sim", "wait-ready"], 124, f"cluster {self.name} not ready after {timeout:.0f}s: {last}")
 
     def kubeconfig(self) -> Path:
@@ -267,13 +268,14 @@ class SimCluster(
     def add_nodes(self, count: int, shape: str, start: int | None = None) -> list[str]:
         """Add ``count`` nodes of ``shape`` (indices continue after existing nodes of that prefix)."""
         s = shapes.get(shape)
+        cfg = ClusterConfig.load(self.layout.config)
         core = self.core()
         existing = {n.metadata.name for n in core.list_node().items}
         objs: list[dict[str, Any]] = []
         i = start or 0
         while len(objs) < count:
             if nodes.node_name(s, i) not in existing:
-                objs.append(nodes.node_object(s, i))
+                objs.append(nodes.node_object(s, i, *_kubelet(cfg)))
             i += 1
         nodefs.register(self.layout.nodes, {o["metadata"]["name"]: s.name for o in objs})
         nodes.create(core, objs)
@@ -430,8 +432,26 @@ def list_clusters() -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
 
-def _node_ready(n: Any) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+def _ready_nodes(api: Any) -> tuple[int, int]:
+    """(Ready nodes, all nodes), read as the server-side table ``kubectl get nodes`` prints: a row
+    of short cells per node instead of whole Node objects, which at thousands of nodes cost the
+    API server and this process more than the cluster's start itself."""
+    resp = api.call_api(*api.param_serialize(
+        method="GET", resource_path="/api/v1/nodes", query_params=[("resourceVersion", "0")],
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}, auth_settings=["BearerToken"]),
+        _request_timeout=60)
+    table = json.loads(resp.read())
+    column = [c["name"] for c in table.get("columnDefinitions") or []].index("Status")
+    rows = table.get("rows") or []
+    # "Ready", or "Ready,SchedulingDisabled" for a cordoned node; "NotReady" and "Unknown" are not
+    ready = sum(1 for r in rows if str(r["cells"][column]).split(",")[0] == "Ready")
+    return ready, len(rows)
+
+
+def _kubelet(cfg: ClusterConfig) -> tuple[int, str]:
+    """The port a node's kubelet API is served on (the sim kubelet's; kwok's own on a cluster made
+    before it served one) and kwok's version, for a node created Ready."""
+    return cfg.ports.get("kubelet", cfg.ports["kwok"]), cfg.versions.get("kwok", "")
 
 
 def _api_errors() -> tuple[type[BaseException], ...]:

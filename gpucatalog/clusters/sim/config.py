@@ -27,6 +27,14 @@ class ClusterConfig:
     max_restarts: int = 5
     python_path: str = ""
     versions: dict[str, str] = field(default_factory=dict)
+    # kwok renews each node's Lease every quarter of this; the controller manager's grace period
+    # follows it (``node_monitor_grace_s``). Longer for a large cluster (``lease_seconds``).
+    node_lease_s: int = 40
+
+    @property
+    def node_monitor_grace_s(self) -> int:
+        """Seconds without a Lease renewal before the controller manager marks a node NotReady."""
+        return max(60, self.node_lease_s * 3 // 2)
 
     @property
     def api_url(self) -> str:
@@ -41,3 +49,15 @@ class ClusterConfig:
     def load(cls, path: Path) -> ClusterConfig:
         d = json.loads(path.read_text())
         return cls(**d)
+
+
+# Lease renewals the cluster may cost per second at most: kwok renews every node's Lease four
+# times per lease duration, and at 10,000 nodes a 40 s lease alone (1,000 renewals/s) would keep
+# both cores of a small machine busy.
+MAX_LEASE_RENEWALS_PER_S = 100
+
+
+def lease_seconds(nodes: int) -> int:
+    """The node Lease duration for a cluster of ``nodes``: 40 s (the kubelet's) up to 1,000 nodes,
+    then long enough that renewals stay at ``MAX_LEASE_RENEWALS_PER_S``."""
+    return max(40, -(-4 * nodes // MAX_LEASE_RENEWALS_PER_S))

@@ -94,6 +94,11 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
                    f"--kubelet-client-key={pki.key('apiserver-kubelet-client')}"]
                   if pki.crt("apiserver-kubelet-client").is_file() else []),
                 "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
+                # Sim nodes are created Ready (nodes.node_object): the not-ready taint this plugin
+                # puts on every new node would only cost the controller manager a PATCH per node to
+                # take it off again. A node that turns NotReady later is still tainted, by the
+                # node lifecycle controller.
+                "--disable-admission-plugins=TaintNodesByCondition",
                 "--profiling=false", "--event-ttl=30m",
             ],
             f"https://127.0.0.1:{p['apiserver']}/readyz",
@@ -110,7 +115,7 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
                 f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca_crt}",
                 f"--cluster-signing-cert-file={pki.ca_crt}", f"--cluster-signing-key-file={pki.ca_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--node-monitor-grace-period=60s", "--kube-api-qps=500", "--kube-api-burst=1000",
+                f"--node-monitor-grace-period={cfg.node_monitor_grace_s}s", "--kube-api-qps=500", "--kube-api-burst=1000",
                 "--controllers=*,-cloud-node-lifecycle-controller,-node-route-controller,-service-lb-controller",
             ],
             f"https://127.0.0.1:{p['kube-controller-manager']}/healthz",

@@ -2,20 +2,28 @@
 
 Called by ``cluster.up`` (and ``SimCluster.add_nodes``). A node carries the capacity
 (``nvidia.com/gpu``, cpu, memory, pods) and the labels a real GPU node gets from GPU feature
-discovery and the cloud (``nvidia.com/gpu.product|count|memory``, topology labels); kwok then
-moves it to Ready and keeps its Lease fresh.
+discovery and the cloud (``nvidia.com/gpu.product|count|memory``, topology labels). Given the
+kubelet port, it is created Ready, as a kubelet registers its node with a status, and kwok only
+keeps its Lease fresh; without it, kwok moves it to Ready (one more write per node).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from gpucatalog.clusters.shapes import Shape
 
 SIM_LABEL = "sim.gpu-catalog.dev/node"
 SHAPE_LABEL = "sim.gpu-catalog.dev/shape"
-NODES_PER_BLOCK = 8  # one leaf switch / NVLink domain: the scheduler's topology unit
+NODES_PER_BLOCK = 8  # the conditions a healthy kubelet reports (kwok's own set)
+CONDITIONS = (("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+              ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+              ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+              ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+              ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"))
+# one leaf switch / NVLink domain: the scheduler's topology unit
 BLOCKS_PER_SPINE = 8
 
 
@@ -30,6 +38,9 @@ def labels(shape: Shape, name: str, index: int) -> dict[str, str]:
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
+        # the controller manager would add these two to every node (one more write per node)
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
         "node.kubernetes.io/instance-type": shape.name,
         "topology.kubernetes.io/region": "sim",
         "topology.kubernetes.io/zone": "sim-a",
@@ -58,7 +69,9 @@ def labels(shape: Shape, name: str, index: int) -> dict[str, str]:
     return out
 
 
-def node_object(shape: Shape, index: int) -> dict[str, Any]:
+def node_object(shape: Shape, index: int, kubelet_port: int | None = None, kwok_version: str = "") -> dict[str, Any]:
+    """The Node; with ``kubelet_port`` (the port its kubelet API is served on) already Ready, with
+    the status kwok's node-initialize stage would write (``data/kwok-stages.yaml``)."""
     name = node_name(shape, index)
     capacity = {
         "cpu": shape.cpu,
@@ -68,6 +81,26 @@ def node_object(shape: Shape, index: int) -> dict[str, Any]:
     }
     if shape.gpu is not None:
         capacity["nvidia.com/gpu"] = str(shape.gpu.count)
+    status: dict[str, Any] = {
+        "capacity": capacity,
+        "allocatable": dict(capacity),
+        "addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": name},
+        ],
+    }
+    if kubelet_port is not None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status.update({
+            "conditions": [{"type": t, "status": st, "reason": r, "message": m, "lastHeartbeatTime": now,
+                            "lastTransitionTime": now} for t, st, r, m in CONDITIONS],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
+            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
+                         "kubeletVersion": f"sim-kwok-{kwok_version}", "kubeProxyVersion": f"sim-kwok-{kwok_version}",
+                         "containerRuntimeVersion": "sim://gpu-catalog", "kernelVersion": "sim",
+                         "osImage": "gpu-catalog sim node", "machineID": "", "bootID": "", "systemUUID": ""},
+            "phase": "Running",
+        })
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -77,14 +110,7 @@ def node_object(shape: Shape, index: int) -> dict[str, Any]:
             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
         },
         "spec": {},
-        "status": {
-            "capacity": capacity,
-            "allocatable": dict(capacity),
-            "addresses": [
-                {"type": "InternalIP", "address": "127.0.0.1"},
-                {"type": "Hostname", "address": name},
-            ],
-        },
+        "status": status,
     }
 
 

@@ -16,9 +16,9 @@ from gpucatalog.clusters.sim import images
 PLACEHOLDER = "__SIM_KUBELET_PODS__"
 
 
-def render(heartbeat_s: float = 300.0, table: images.Table | None = None) -> str:
-    """kwok.yaml text; ``heartbeat_s`` is the node status heartbeat period (Leases carry liveness);
-    ``table`` the cluster's image map (default: this process's)."""
+def render(heartbeat_s: float = 300.0, table: images.Table | None = None, lease_s: int = 40) -> str:
+    """kwok.yaml text; ``heartbeat_s`` is the node status heartbeat period (Leases carry liveness,
+    ``lease_s`` their duration); ``table`` the cluster's image map (default: this process's)."""
     stages = resources.files("gpucatalog.clusters.sim").joinpath("data/kwok-stages.yaml").read_text()
     expr = images.kwok_exclusion_jq(table)
     # the placeholder sits inside single quotes in YAML; double any single quote of the expression
@@ -29,8 +29,9 @@ def render(heartbeat_s: float = 300.0, table: images.Table | None = None) -> str
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokConfiguration",
         "options": {
-            # node liveness through Leases, renewed well inside the controller manager's 60 s grace
-            "nodeLeaseDurationSeconds": 40,
+            # node liveness through Leases, renewed well inside the controller manager's grace
+            # period (config.ClusterConfig.node_monitor_grace_s)
+            "nodeLeaseDurationSeconds": lease_s,
             "nodeLeaseParallelism": 16,
             "nodePlayStageParallelism": 16,
             "podPlayStageParallelism": 16,
@@ -42,6 +43,6 @@ def render(heartbeat_s: float = 300.0, table: images.Table | None = None) -> str
     return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages
 
 
-def write(path: Path, heartbeat_s: float = 300.0, table: images.Table | None = None) -> Path:
-    path.write_text(render(heartbeat_s, table))
+def write(path: Path, heartbeat_s: float = 300.0, table: images.Table | None = None, lease_s: int = 40) -> Path:
+    path.write_text(render(heartbeat_s, table, lease_s))
     return path

@@ -12,13 +12,16 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
+from importlib import resources
 from pathlib import Path
 
 import pytest
+import yaml
 from cryptography import x509
 
 from gpucatalog import cli as cli_mod
 from gpucatalog.clusters import provider, shapes
+from gpucatalog.clusters.sim import config as sim_config
 from gpucatalog.clusters.sim import (
     faults,
     images,
@@ -55,6 +58,32 @@ def test_gpu_node_object_capacity_and_labels() -> None:
     assert md["labels"]["network.topology.gpu-catalog.dev/block"] == "block-001"
     cpu = nodes.node_object(shapes.get("cpu"), 0)
     assert "nvidia.com/gpu" not in cpu["status"]["capacity"]
+    # the labels the controller manager would otherwise patch onto every node
+    assert md["labels"]["beta.kubernetes.io/arch"] == "amd64" and md["labels"]["beta.kubernetes.io/os"] == "linux"
+    assert "conditions" not in st  # without a kubelet port: kwok's node-initialize stage makes it Ready
+
+
+def test_a_node_given_its_kubelet_port_is_created_ready() -> None:
+    st = nodes.node_object(shapes.get("h100-80gb-x8"), 0, 10250, "v0.8.0")["status"]
+    conditions = {c["type"]: c["status"] for c in st["conditions"]}
+    assert conditions == {"Ready": "True", "MemoryPressure": "False", "DiskPressure": "False", "PIDPressure": "False",
+                          "NetworkUnavailable": "False"}
+    assert st["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10250}} and st["phase"] == "Running"
+    assert st["nodeInfo"]["kubeletVersion"] == "sim-kwok-v0.8.0"
+    # kwok's stages leave a node alone that is already Ready (initialize matches Ready != True)
+    stages = yaml.safe_load_all(resources.files("gpucatalog.clusters.sim").joinpath("data/kwok-stages.yaml").read_text())
+    init = next(d for d in stages if d and d["metadata"]["name"] == "sim-node-initialize")
+    (expr,) = init["spec"]["selector"]["matchExpressions"]
+    assert expr["operator"] == "NotIn" and expr["values"] == ["True"] and 'type == "Ready"' in expr["key"]
+
+
+@pytest.mark.parametrize(("count", "lease", "grace"), [(4, 40, 60), (1000, 40, 60), (2000, 80, 120),
+                                                       (10000, 400, 600)])
+def test_node_leases_grow_with_the_cluster_so_renewals_stay_bounded(count: int, lease: int, grace: int) -> None:
+    assert sim_config.lease_seconds(count) == lease
+    cfg = sim_config.ClusterConfig(name="x", slot=1, ports={}, binaries={}, node_lease_s=lease)
+    assert cfg.node_monitor_grace_s == grace > lease
+    assert count * 4 / lease <= max(sim_config.MAX_LEASE_RENEWALS_PER_S, 4 * 1000 / 40)
 
 
 def test_image_map_argv_semantics() -> None:
