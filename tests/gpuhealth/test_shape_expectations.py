@@ -54,7 +54,10 @@ def test_there_are_profiles_to_check() -> None:
 def test_profile_expectations_are_its_node_shapes(name: str, profile: dict[str, Any], expect: dict[str, Any]) -> None:
     cluster = profile["cluster"]
     names = [cluster["shape"]] + [x["shape"] for x in cluster.get("extraNodes") or []]
-    for shape in names:
+    # the agent runs on GPU nodes only (its nodeSelector): a CPU node of the cluster expects nothing
+    gpu_shapes = [n for n in names if shapes.get(n).gpu is not None]
+    assert gpu_shapes, f"{name}: gpu-health expectations, but no GPU node in {names}"
+    for shape in gpu_shapes:
         want = shape_expect(shape)
         got = {k: (float(v) if k == "ibRateGbps" else v) for k, v in expect.items() if v is not None}
         assert got == want, f"{name}: gpu-health agent.expect {got} differs from node shape {shape} {want}"
