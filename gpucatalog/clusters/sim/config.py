@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 RESTART_POLICIES = ("always", "on-failure", "never")
+# a kubelet's node Lease duration: the sim's up to 1,000 nodes (``lease_seconds``)
+KUBELET_LEASE_S = 40
 
 
 @dataclass
@@ -29,7 +31,7 @@ class ClusterConfig:
     versions: dict[str, str] = field(default_factory=dict)
     # kwok renews each node's Lease every quarter of this; the controller manager's grace period
     # follows it (``node_monitor_grace_s``). Longer for a large cluster (``lease_seconds``).
-    node_lease_s: int = 40
+    node_lease_s: int = KUBELET_LEASE_S
 
     @property
     def node_monitor_grace_s(self) -> int:
@@ -60,4 +62,4 @@ MAX_LEASE_RENEWALS_PER_S = 100
 def lease_seconds(nodes: int) -> int:
     """The node Lease duration for a cluster of ``nodes``: 40 s (the kubelet's) up to 1,000 nodes,
     then long enough that renewals stay at ``MAX_LEASE_RENEWALS_PER_S``."""
-    return max(40, -(-4 * nodes // MAX_LEASE_RENEWALS_PER_S))
+    return max(KUBELET_LEASE_S, -(-4 * nodes // MAX_LEASE_RENEWALS_PER_S))

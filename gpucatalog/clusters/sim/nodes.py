@@ -17,13 +17,13 @@ from gpucatalog.clusters.shapes import Shape
 
 SIM_LABEL = "sim.gpu-catalog.dev/node"
 SHAPE_LABEL = "sim.gpu-catalog.dev/shape"
-NODES_PER_BLOCK = 8  # the conditions a healthy kubelet reports (kwok's own set)
+# the conditions a healthy kubelet reports (kwok's own set)
 CONDITIONS = (("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
               ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
               ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
               ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
               ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"))
-# one leaf switch / NVLink domain: the scheduler's topology unit
+NODES_PER_BLOCK = 8  # one leaf switch / NVLink domain: the scheduler's topology unit
 BLOCKS_PER_SPINE = 8
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import yaml
 
-from gpucatalog.clusters.sim import images
+from gpucatalog.clusters.sim import config, images
 
 PLACEHOLDER = "__SIM_KUBELET_PODS__"
 
 
-def render(heartbeat_s: float = 300.0, table: images.Table | None = None, lease_s: int = 40) -> str:
+def render(heartbeat_s: float = 300.0, table: images.Table | None = None, lease_s: int = config.KUBELET_LEASE_S) -> str:
     """kwok.yaml text; ``heartbeat_s`` is the node status heartbeat period (Leases carry liveness,
     ``lease_s`` their duration); ``table`` the cluster's image map (default: this process's)."""
     stages = resources.files("gpucatalog.clusters.sim").joinpath("data/kwok-stages.yaml").read_text()
@@ -43,6 +43,6 @@ def render(heartbeat_s: float = 300.0, table: images.Table | None = None, lease_
     return yaml.safe_dump(options, sort_keys=False) + "---\n" + stages
 
 
-def write(path: Path, heartbeat_s: float = 300.0, table: images.Table | None = None, lease_s: int = 40) -> Path:
+def write(path: Path, heartbeat_s: float = 300.0, table: images.Table | None = None, lease_s: int = config.KUBELET_LEASE_S) -> Path:
     path.write_text(render(heartbeat_s, table, lease_s))
     return path
