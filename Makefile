@@ -12,10 +12,12 @@ SCAN_VENV ?= .venv-scan
 help:
 	@grep -E '^## ' Makefile | sed 's/^## /  /'
 
-## setup: Debian packages (if missing), .venv with gpu-catalog and its dev tools (editable), the pinned toolchain
+## setup: Debian packages (if missing), .venv with gpu-catalog and its dev tools (editable), the pinned toolchain, a Docker engine and the kind node image
 setup: $(VENV)/.installed
 	scripts/install-system-deps
 	$(BIN)/catalog toolchain ensure
+	$(BIN)/catalog engine up
+	$(BIN)/catalog engine node-image
 
 # Reinstalled only when the package's metadata changes.
 $(VENV)/.installed: pyproject.toml

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "conformance",
     "install",
     "cluster",
+    "engine",
 )
 
 EPILOG = """examples:

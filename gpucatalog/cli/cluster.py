@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from gpucatalog.clusters import shapes
+from gpucatalog.clusters.kind.cluster import KindCluster
 from gpucatalog.clusters.sim import SimCluster, faults, list_clusters
 from gpucatalog.toolchain import releases
 
@@ -24,6 +25,8 @@ EPILOG = """examples:
   catalog cluster inject-fault h100-node-0003 --kind xid --code 79 --gpu 2
   catalog cluster inject-fault h100-node-0003 --kind clear
   catalog cluster down --name ci
+  catalog cluster up --provider kind --nodes 2       # real kubelets in Docker (catalog engine up first)
+  catalog cluster down --provider kind
 """
 
 
@@ -42,6 +45,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                          epilog="example:\n  catalog cluster up --nodes 100 --shape h200-141gb-x8",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     up.add_argument("--name", default="sim", help="cluster name (default: sim)")
+    up.add_argument("--provider", choices=["sim", "kind"], default="sim",
+                    help="sim (default) or kind: real kubelets in Docker containers (docs/kind.md); kind takes "
+                         "--nodes (workers, 1-16), --shape and --timeout")
     up.add_argument("--nodes", type=int, default=8, help="number of simulated nodes, 1-10000 (default: 8)")
     up.add_argument("--shape", default="h100-80gb-x8", help=f"node shape: {', '.join(shapes.catalogue())}")
     up.add_argument("--api-port", type=int, help="API server port on 127.0.0.1 (default: a free one)")
@@ -68,6 +74,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                          epilog="example:\n  catalog cluster down --name ci",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     dn.add_argument("--name", default="sim")
+    dn.add_argument("--provider", choices=["sim", "kind"], default="sim")
     dn.set_defaults(func=_down)
 
     ls = csub.add_parser("list", help="list clusters with state on this machine")
@@ -96,6 +103,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
+    if args.provider == "kind":
+        kind = KindCluster(args.name)
+        path = kind.up(args.nodes, args.shape, timeout=max(args.timeout, 300.0),
+                       progress=lambda m: print(m, file=sys.stderr, flush=True))
+        kind.wait_ready(args.timeout)
+        print(path)
+        return 0
     kubeconfig = SimCluster(args.name).up(
         args.nodes, args.shape, restart=args.restart, api_port=args.api_port, timeout=args.timeout,
         progress=lambda m: print(m, file=sys.stderr, flush=True), image_map=args.image_map,
@@ -119,7 +133,10 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
-    SimCluster(args.name).down()
+    if args.provider == "kind":
+        KindCluster(args.name).down()
+    else:
+        SimCluster(args.name).down()
     print(f"cluster {args.name} stopped and removed", file=sys.stderr)
     return 0
 

@@ -49,6 +49,11 @@ class Group:
     # the tools are test binaries (``go test -c`` of a package with only _test.go files, e.g. an
     # upstream end-to-end suite), not commands
     test_binary: bool = False
+    # built with cgo (runc's nsenter is C); the binaries then need the C library they were linked
+    # against, which the kind node image (Debian, as this machine) has
+    cgo: bool = False
+    # Go build tags (containerd's no_btrfs and the like, runc's seccomp)
+    tags: tuple[str, ...] = ()
 
     def at(self, version: str | None) -> Group:
         """This group built at ``version`` (one of ``supported``); itself for None or its own version.
@@ -102,6 +107,8 @@ def load_manifest() -> dict[str, Group]:
             ldflag_templates=templates,
             on_demand=bool(g.get("onDemand", False)),
             test_binary=bool(g.get("testBinary", False)),
+            cgo=bool(g.get("cgo", False)),
+            tags=tuple(g.get("tags", [])),
         )
     return groups
 
@@ -216,7 +223,7 @@ def build_group(g: Group, progress: Callable[[str], None] | None = None) -> floa
     start = time.monotonic()
     src = cache_root() / "toolchain" / "src" / f"{g.name}-{g.version}"
     _write_wrapper(g, src)
-    env = {"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+    env = {"CGO_ENABLED": "1" if g.cgo else "0", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
     if not g.test_binary:
         say(f"resolving {g.module}@{g.version}")
         executor.run(["go", "mod", "tidy"], cwd=src, env=env)
@@ -226,15 +233,16 @@ def build_group(g: Group, progress: Callable[[str], None] | None = None) -> floa
     staging.mkdir(parents=True)
     say(f"building {', '.join(g.tools)} {g.version}")
     ldflags = " ".join(["-s", "-w", *g.ldflags])
+    flags = ["-trimpath", "-ldflags", ldflags, *(["-tags", ",".join(g.tags)] if g.tags else [])]
     # one go build for every tool of the group: the packages they share are loaded and compiled
     # once, and the binaries link side by side
     built = staging / "out"
     if g.test_binary:  # go test -c takes one package at a time
         for tool, pkg in g.tools.items():
-            executor.run(["go", "test", "-c", "-trimpath", "-ldflags", ldflags, "-o", str(built / tool), pkg],
+            executor.run(["go", "test", "-c", *flags, "-o", str(built / tool), pkg],
                          cwd=src, env=env)
     else:
-        executor.run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(built) + "/", *g.tools.values()],
+        executor.run(["go", "build", *flags, "-o", str(built) + "/", *g.tools.values()],
                      cwd=src, env=env)
     for tool, pkg in g.tools.items():
         (built / (tool if g.test_binary else _default_binary_name(pkg))).rename(staging / tool)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.clusters import provider, shapes
-from gpucatalog.clusters.kind import config, gpus
+from gpucatalog.clusters.kind import config, engine, gpus, nodeimage, podnetwork
 from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build
 
@@ -51,9 +51,10 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         if shutil.which("docker") is None:
             return "kind needs a Docker engine: no docker client on PATH"
         try:
-            executor.run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=20)
+            executor.run(["docker", "info", "--format", "{{.ServerVersion}}"], env=engine.env(), timeout=20)
         except errors.ToolError as exc:
-            return f"kind needs a Docker engine: none is running (`docker info`: {_last_line(exc.stderr)})"
+            return (f"kind needs a Docker engine: none is running (`docker info`: {_last_line(exc.stderr)}); "
+                    "`catalog engine up` starts one")
         if build.cached("kind") is None and shutil.which("go") is None:
             return "the pinned kind binary is not built and there is no Go toolchain to build it"
         return ""
@@ -67,7 +68,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         returns its kubeconfig. Nothing is left behind when it fails."""
         say = progress or _quiet
         node_shape = shapes.get(shape)
-        cfg_text = config.render(nodes, node_shape)  # validates the node count
+        config.render(nodes, node_shape)  # validates the node count before anything starts
         why = self.reason()
         if why:
             raise errors.InputError(f"kind provider unavailable: {why}", field="--cluster")
@@ -77,6 +78,9 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
                                        expected="another name, or `kind delete cluster` / down() first")
         gpu_plan = gpus.plan() if node_shape.gpu is not None else gpus.Plan("none", None, "CPU-only shape")
         helm = build.ensure("helm", say) if gpu_plan.chart is not None else None
+        image, lock = self._node_image(say)
+        local = nodeimage.local_images() if lock is not None else None
+        cfg_text = config.render(nodes, node_shape, image, local=local, cgroup_v1=_cgroup_v1())
         cfg = self.state / "kind-config.yaml"
         kubeconfig = self.state / "kubeconfig"
         try:
@@ -84,8 +88,17 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
             self.state.mkdir(parents=True)
             cfg.write_text(cfg_text)
             say(f"kind create cluster {self.cluster}: 1 control plane + {nodes} x {shape}")
-            executor.run([kind_bin, "create", "cluster", "--name", self.cluster, "--config", cfg,
-                          "--kubeconfig", kubeconfig, "--wait", f"{int(timeout)}s"], timeout=timeout + 120)
+            env = engine.env()
+            started = time.monotonic()
+            if local is None:
+                executor.run([kind_bin, "create", "cluster", "--name", self.cluster, "--config", cfg,
+                              "--kubeconfig", kubeconfig, "--wait", f"{int(timeout)}s"], env=env, timeout=timeout + 120)
+            else:
+                # no CNI until the provider wires one, so kind's --wait (for Ready) would never end
+                executor.run([kind_bin, "create", "cluster", "--name", self.cluster, "--config", cfg,
+                              "--kubeconfig", kubeconfig], env=env, timeout=timeout + 120)
+                podnetwork.wire(self._core(), nodes + 1, env, timeout=timeout)
+            say(f"kind cluster {self.cluster} created in {time.monotonic() - started:.0f} s")
             say(f"GPU capacity: {gpu_plan.mode} ({gpu_plan.why})")
             if gpu_plan.chart is not None and helm is not None:
                 gpus.install_fgo(helm, kubeconfig, gpu_plan.chart, node_shape, self.state)
@@ -94,7 +107,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
                 if len(patched) != nodes:
                     raise errors.ToolError(["kind", "patch-gpus"], 1, f"patched {len(patched)} of {nodes} workers")
             self._write_state({"workers": nodes, "shape": shape, "gpuMode": gpu_plan.mode, "gpuWhy": gpu_plan.why,
-                               "image": config.NODE_IMAGE})
+                               "image": image, "imageLock": lock})
         except BaseException:
             # failed start or Ctrl-C: no half-created cluster, no stale state
             try:
@@ -146,7 +159,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
             raise errors.NotFoundError(f"no kind cluster named {self.name!r}", field="--cluster-name")
         out = dest / f"kind-{self.name}-logs"
         out.mkdir(parents=True, exist_ok=True)
-        executor.run([kind_bin, "export", "logs", out, "--name", self.cluster], timeout=300)
+        executor.run([kind_bin, "export", "logs", out, "--name", self.cluster], env=engine.env(), timeout=300)
         kubectl = build.ensure("kubectl")
         for what, args in (("nodes.yaml", ["get", "nodes", "-o", "yaml"]),
                            ("pods.txt", ["get", "pods", "-A", "-o", "wide"]),
@@ -191,13 +204,26 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         kind_bin = build.cached("kind")
         if kind_bin is None:
             return False
-        proc = executor.run([kind_bin, "get", "clusters"], timeout=60)
+        proc = executor.run([kind_bin, "get", "clusters"], env=engine.env(), timeout=60)
         return self.cluster in proc.stdout.split()
 
     def _delete(self, kind_bin: Path) -> None:
         # `kind delete cluster` succeeds when there is no such cluster, so this is idempotent
-        executor.run([kind_bin, "delete", "cluster", "--name", self.cluster], timeout=300)
+        executor.run([kind_bin, "delete", "cluster", "--name", self.cluster], env=engine.env(), timeout=300)
         shutil.rmtree(self.state, ignore_errors=True)
+
+    def _node_image(self, say: Progress) -> tuple[str, dict[str, Any] | None]:
+        """kind's published node image where the engine has it or can pull it; else one built here
+        from pinned sources (:mod:`.nodeimage`), with its lock."""
+        env = engine.env()
+        have = executor.run(["docker", "image", "inspect", config.NODE_IMAGE], env=env, check=False, timeout=60)
+        if have.returncode == 0:
+            return config.NODE_IMAGE, None
+        pulled = executor.run(["docker", "pull", config.NODE_IMAGE], env=env, check=False, timeout=600)
+        if pulled.returncode == 0:
+            return config.NODE_IMAGE, None
+        say(f"cannot pull {config.NODE_IMAGE} ({_last_line(pulled.stderr)}): using a node image built here")
+        return nodeimage.ensure(say)
 
     def _write_state(self, st: dict[str, Any]) -> None:
         (self.state / "state.json").write_text(json.dumps(st, indent=1) + "\n")
@@ -216,6 +242,11 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         from kubernetes import client
 
         return client.CoreV1Api(self._api())
+
+
+def _cgroup_v1() -> bool:
+    """True when the host (and so every kind node) runs cgroup v1."""
+    return not Path("/sys/fs/cgroup/cgroup.controllers").is_file()
 
 
 def _ready(node: Any) -> bool:

@@ -9,6 +9,7 @@ same labels KAI's own e2e kind config sets.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -60,15 +61,42 @@ def worker_labels(shape: shapes.Shape) -> dict[str, str]:
     return labels
 
 
-def kind_config(workers: int, shape: shapes.Shape, image: str = NODE_IMAGE) -> dict[str, Any]:
-    """The kind ``Cluster`` document: a control plane and ``workers`` workers of ``shape``."""
+@dataclass(frozen=True)
+class LocalImages:
+    """How a node image built here (:mod:`.nodeimage`) names what it preloads: kubeadm is pointed at
+    that registry name and those tags, so it never asks for an upstream image it does not have."""
+
+    repository: str
+    etcd_tag: str
+    coredns_tag: str
+
+
+def kind_config(workers: int, shape: shapes.Shape, image: str = NODE_IMAGE, *,
+                local: LocalImages | None = None, cgroup_v1: bool = False) -> dict[str, Any]:
+    """The kind ``Cluster`` document: a control plane and ``workers`` workers of ``shape``.
+
+    ``local``: the node image was built here; kind's default CNI (kindnetd, whose source no
+    registry here serves) is left out and the provider wires the pod network itself.
+    ``cgroup_v1``: the host runs cgroup v1, which kubelet 1.35+ refuses unless told otherwise."""
     if not 1 <= workers <= MAX_WORKERS:
         raise errors.InputError(f"node count {workers} out of range for kind", field="--nodes",
                                 expected=f"1-{MAX_WORKERS} worker nodes")
     nodes: list[dict[str, Any]] = [{"role": "control-plane", "image": image}]
     nodes += [{"role": "worker", "image": image, "labels": worker_labels(shape)} for _ in range(workers)]
-    return {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4", "nodes": nodes}
+    doc: dict[str, Any] = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4", "nodes": nodes}
+    patches: list[str] = []
+    if local is not None:
+        doc["networking"] = {"disableDefaultCNI": True}
+        patches.append(yaml.safe_dump({
+            "kind": "ClusterConfiguration", "imageRepository": local.repository,
+            "etcd": {"local": {"imageTag": local.etcd_tag}}, "dns": {"imageTag": local.coredns_tag}}))
+    if cgroup_v1:
+        patches.append(yaml.safe_dump({"kind": "KubeletConfiguration", "failCgroupV1": False}))
+    if patches:
+        doc["kubeadmConfigPatches"] = patches
+    return doc
 
 
-def render(workers: int, shape: shapes.Shape, image: str = NODE_IMAGE) -> str:
-    return yaml.safe_dump(kind_config(workers, shape, image), sort_keys=False)
+def render(workers: int, shape: shapes.Shape, image: str = NODE_IMAGE, *,
+           local: LocalImages | None = None, cgroup_v1: bool = False) -> str:
+    return yaml.safe_dump(kind_config(workers, shape, image, local=local, cgroup_v1=cgroup_v1), sort_keys=False)

@@ -5,7 +5,6 @@ is no Docker engine (this project's machines), and a real 2-GPU-worker cluster w
 from __future__ import annotations
 
 import hashlib
-import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,23 +15,20 @@ import yaml
 from gpucatalog import cli
 from gpucatalog.clusters import provider, shapes
 from gpucatalog.clusters.kind import cluster, config, gpus
-from gpucatalog.core import errors, executor
+from gpucatalog.core import errors
 from gpucatalog.toolchain import build
 
 H100 = shapes.get("h100-80gb-x8")
 
 
-def _engine_running() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    try:
-        executor.run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=20)
-    except errors.ToolError:
-        return False
-    return True
+@pytest.fixture
+def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Docker engine answers: DOCKER_HOST names a socket nothing listens on (whether or not an
+    engine runs on this machine)."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
 
 
-needs_no_engine = pytest.mark.skipif(_engine_running(), reason="a Docker engine runs here; kind is available")
+needs_no_engine = pytest.mark.usefixtures("no_engine")
 
 
 @pytest.fixture
