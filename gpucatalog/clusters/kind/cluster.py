@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gpucatalog.clusters import provider, shapes
-from gpucatalog.clusters.kind import config, engine, gpus, nodeimage, podnetwork
+from gpucatalog.clusters.kind import config, engine, gpus, images, nodeimage, podnetwork
 from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build
 
@@ -35,7 +35,8 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provider.DescribesParts):
+class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provider.DescribesParts,
+                  provider.StartsServices):
     """One named kind cluster (kind name ``gpucatalog-<name>``)."""
 
     kind = "kind"
@@ -182,10 +183,31 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
             return
         self._delete(build.ensure("kind"))
 
+    # -- images (before a bundle's install) ---------------------------------------------------------
+    def start_services(self, objects: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Build the images the bundle's pods name (and the suites' pause image) that can be built
+        here from pinned sources, and load them into every node; one line per image. Images the
+        engine can pull are left to it."""
+        refs = [*images.images_of(objects), images.PAUSE_REF]
+        refs = list(dict.fromkeys(refs))
+        env = engine.env()
+        local = [r for r in refs if images.buildable(r)
+                 and executor.run(["docker", "pull", r], env=env, check=False, timeout=300).returncode != 0]
+        built = images.load(build.ensure("kind"), self.cluster, local, env, self.state, _quiet)
+        lines = [b.line() for b in built]
+        lines += [f"image {r}: pulled by the nodes (not built here)" for r in refs if r not in local]
+        return lines
+
     # -- evidence (read by pipelines.cluster_facts) ---------------------------------------------
     def live_parts(self) -> list[str]:
         st = self._read_state()
         parts = [f"kind nodes ({st['image']}): real kubelet, containerd and control plane in Docker containers"]
+        if st.get("imageLock"):
+            parts.append("node image built here from pinned sources (debootstrap Debian, containerd, runc, kubelet, "
+                         "control-plane images); pod network: ptp CNI with routes between nodes")
+        built = self.state / "images.json"
+        if built.is_file():
+            parts += [images.Built(**b).line() for b in json.loads(built.read_text())]
         if st["gpuMode"] == "fake-gpu-operator":
             parts.append("fake-gpu-operator device plugin and status exporter (real pods)")
         return parts

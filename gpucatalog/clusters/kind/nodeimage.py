@@ -111,15 +111,30 @@ def _tar(tree: Path, dest: Path) -> None:
     os.replace(partial, dest)
 
 
-def _pause(out: Path) -> Path:
-    """Kubernetes' pause binary, compiled from the pinned release's source as its Makefile does."""
+def pause_binary() -> Path:
+    """Kubernetes' pause binary, compiled from the pinned release's source as its Makefile does
+    (cached)."""
+    out = state_dir() / f"pause-{PAUSE_VERSION}-{build.group_of('kubelet').version}"
     if out.is_file():
         return out
     src = build.module_dir("k8s.io/kubernetes", build.group_of("kubelet").version) / "build/pause/linux/pause.c"
+    out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     executor.run(["gcc", "-Os", "-Wall", "-Werror", "-static", f"-DVERSION=v{PAUSE_VERSION}", "-o", partial, src])
     os.replace(partial, out)
     return out
+
+
+def basics_layer(work: Path) -> Path:
+    """/etc basics and CA certificates (from the Debian root) under the static binaries' images."""
+    certs = work / "ca-certificates.crt"
+    executor.run(["tar", "-xf", rootfs(), "-C", work, "--strip-components=4", "./etc/ssl/certs/ca-certificates.crt"])
+    return imagearchive.write_layer(work / "basics.tar", {
+        "etc/passwd": b"root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n",
+        "etc/group": b"root:x:0:\nnobody:x:65534:\n",
+        "etc/nsswitch.conf": b"hosts: files dns\n",
+        "etc/ssl/certs/ca-certificates.crt": certs,
+    }, dirs=("tmp", "root"))
 
 
 def _tool_paths(say: Progress) -> dict[str, Path]:
@@ -131,14 +146,7 @@ def _images(tools: dict[str, Path], base: Path, work: Path) -> list[imagearchive
     """The control plane, etcd, CoreDNS and pause as images. kube-proxy runs iptables/nft, so it sits
     on the Debian root; the rest are static binaries on a layer of /etc basics and CA certificates."""
     version = build.group_of("kubelet").version
-    certs = work / "ca-certificates.crt"
-    executor.run(["tar", "-xf", base, "-C", work, "--strip-components=4", "./etc/ssl/certs/ca-certificates.crt"])
-    basics = imagearchive.write_layer(work / "basics.tar", {
-        "etc/passwd": b"root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n",
-        "etc/group": b"root:x:0:\nnobody:x:65534:\n",
-        "etc/nsswitch.conf": b"hosts: files dns\n",
-        "etc/ssl/certs/ca-certificates.crt": certs,
-    }, dirs=("tmp", "root"))
+    basics = basics_layer(work)
 
     def binary_image(name: str, tag: str, path: Path, lower: Path, entry: str) -> imagearchive.Image:
         layer = imagearchive.write_layer(work / f"{name}.tar", {entry.lstrip("/"): path})
@@ -150,7 +158,7 @@ def _images(tools: dict[str, Path], base: Path, work: Path) -> list[imagearchive
     etcd_version = build.group_of("etcd").version.lstrip("v")
     images.append(binary_image("etcd", etcd_version, tools["etcd"], basics, "/usr/local/bin/etcd"))
     images.append(binary_image("coredns", build.group_of("coredns").version, tools["coredns"], basics, "/coredns"))
-    images.append(binary_image("pause", PAUSE_VERSION, _pause(work / "pause"), basics, "/pause"))
+    images.append(binary_image("pause", PAUSE_VERSION, pause_binary(), basics, "/pause"))
     return images
 
 

@@ -210,31 +210,3 @@ def test_certify_on_kind_exits_2_naming_the_missing_docker_engine(capsys: pytest
     assert cli.main(["certify", "gpu-scheduling", "--cluster", "kind"]) == 2
     err = capsys.readouterr().err
     assert "cluster provider 'kind' cannot run here" in err and "Docker engine" in err, err
-
-
-# -- a real kind cluster (needs a Docker engine) -----------------------------------------------------
-@pytest.mark.kind
-@pytest.mark.timeout(1200)
-def test_two_gpu_workers_come_up_ready_with_gpu_capacity(tmp_path: Path) -> None:
-    prov = cluster.KindCluster("pytest")
-    if not prov.available():
-        pytest.skip(prov.reason())
-    try:
-        kubeconfig = prov.up(2, "h100-80gb-x8")
-        prov.wait_ready(600)
-        from kubernetes import client
-        from kubernetes import config as kconfig
-
-        loader: Any = kconfig.new_client_from_config
-        items: list[Any] = client.CoreV1Api(loader(config_file=str(kubeconfig))).list_node().items
-        assert len(items) == 3
-        assert all(any(c.type == "Ready" and c.status == "True" for c in n.status.conditions) for n in items)
-        gpu_nodes = [n for n in items if (n.status.allocatable or {}).get("nvidia.com/gpu") == "8"]
-        assert len(gpu_nodes) == 2
-        assert {n.metadata.labels["nvidia.com/gpu.product"] for n in gpu_nodes} == {"NVIDIA-H100-80GB-HBM3"}
-        assert str(items[0].status.node_info.kubelet_version).startswith("v1.36.")
-        logs = prov.collect_logs(tmp_path / "logs")
-        assert (logs / "nodes.yaml").is_file() and any(logs.rglob("kubelet.log"))
-    finally:
-        prov.down()
-    assert not prov.exists() and not prov.state.exists()

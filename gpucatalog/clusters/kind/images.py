@@ -1,0 +1,178 @@
+"""Images of what a bundle runs, built here and loaded into a kind cluster's nodes.
+
+No registry is reachable on this project's machines, so an image a bundle names is built from the
+pinned source it comes from, under the name the bundle uses, and ``kind load``-ed into every node
+(pods then start with ``IfNotPresent`` and never pull). Which names can be built, and from what:
+
+- ``registry.k8s.io/kueue/kueue`` at the toolchain's Kueue release: its manager, built from
+  ``sigs.k8s.io/kueue`` at that version, as ``/manager``;
+- ``ghcr.io/gpu-catalog/gpu-health``: gpu-health from this checkout on Debian's python3 with the
+  Kubernetes client, as ``Dockerfile.gpu-health`` lays it out;
+- ``registry.k8s.io/pause:3.10``, the suites' workload image: pause compiled from the pinned
+  Kubernetes release's source (pause 3.10.2), tagged with the name the suites use.
+
+Each built image's ID and source go into the evidence. An image no builder knows is left alone:
+on a machine without a registry its pods stay in ``ImagePullBackOff`` and the install's readiness
+gate names them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gpucatalog
+from gpucatalog.clusters.kind import imagearchive, nodeimage
+from gpucatalog.core import errors, executor
+from gpucatalog.toolchain import build
+
+Progress = Callable[[str], None]
+PAUSE_REF = "registry.k8s.io/pause:3.10"
+SITE = "opt/gpu-catalog/site"  # the Python packages of an image, from PyPI at the versions this .venv runs
+PY_PACKAGES = ("kubernetes", "PyYAML")
+
+
+@dataclass(frozen=True)
+class Built:
+    """One image built here: what it is named, its ID, what it was built from."""
+
+    ref: str
+    image_id: str
+    source: str
+
+    def line(self) -> str:
+        return f"image {self.ref} built locally from {self.source} ({self.image_id[:19]})"
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """(repository, tag) of ``ref``; a digest-pinned or untagged reference cannot be built here."""
+    if "@" in ref:
+        raise errors.InputError(f"image {ref!r} is pinned by digest: an image built here cannot match it",
+                                field="image", expected="a tag, or a registry this machine reaches")
+    repo, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:
+        return ref, "latest"
+    return repo, tag
+
+
+def images_of(objects: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Every container image of the pod templates among ``objects``, in order, once each."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key in ("containers", "initContainers"):
+                for c in node.get(key) or []:
+                    if isinstance(c, dict) and isinstance(c.get("image"), str) and c["image"] not in found:
+                        found.append(c["image"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    for obj in objects:
+        walk(obj)
+    return found
+
+
+def _python_site(work: Path, say: Progress) -> Path:
+    """A layer of the Python packages gpu-health needs, at the versions this environment runs."""
+    pins = [f"{p}=={importlib.metadata.version(p)}" for p in PY_PACKAGES]
+    key = hashlib.sha256(" ".join(pins).encode()).hexdigest()[:12]
+    layer = nodeimage.state_dir() / f"python-site-{key}.tar"
+    if layer.is_file():
+        return layer
+    target = work / "site"
+    say(f"pip install --target ({', '.join(pins)})")
+    executor.run([sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", target, *pins],
+                 timeout=600)
+    files = {f"{SITE}/{p.relative_to(target)}": p for p in sorted(target.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts}
+    return imagearchive.write_layer(layer, files)
+
+
+def _package_files(prefix: str, subpackages: Sequence[str]) -> dict[str, Path]:
+    """This checkout's ``gpucatalog/__init__.py`` and the named subpackages, under ``prefix``."""
+    root = Path(gpucatalog.__file__).parent
+    files = {f"{prefix}/gpucatalog/__init__.py": root / "__init__.py"}
+    for sub in subpackages:
+        for p in sorted((root / sub).rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                files[f"{prefix}/gpucatalog/{p.relative_to(root)}"] = p
+    return files
+
+
+def _pause(ref: str, work: Path, basics: Path) -> tuple[imagearchive.Image, str]:
+    layer = imagearchive.write_layer(work / "pause.tar", {"pause": nodeimage.pause_binary()})
+    src = (f"k8s.io/kubernetes@{build.group_of('kubelet').version} build/pause/linux/pause.c "
+           f"(pause {nodeimage.PAUSE_VERSION})")
+    return imagearchive.Image(ref, (basics, layer), entrypoint=("/pause",), labels={"dev.gpu-catalog.source": src}), src
+
+
+def _kueue(ref: str, work: Path, basics: Path) -> tuple[imagearchive.Image, str]:
+    version = build.group_of("kueue").version
+    _repo, tag = split_ref(ref)
+    if tag != version:
+        raise errors.InputError(f"image {ref} names Kueue {tag}; this toolchain builds Kueue {version}",
+                                field="image", expected=f"registry.k8s.io/kueue/kueue:{version}")
+    layer = imagearchive.write_layer(work / "kueue.tar", {"manager": build.ensure("kueue")})
+    src = f"sigs.k8s.io/kueue@{version} cmd/kueue"
+    return imagearchive.Image(ref, (basics, layer), entrypoint=("/manager",), labels={"dev.gpu-catalog.source": src}), src
+
+
+def _gpu_health(ref: str, work: Path, say: Progress) -> tuple[imagearchive.Image, str]:
+    app = imagearchive.write_layer(work / "gpu-health.tar", _package_files("opt/gpu-health", ["gpuhealth"]))
+    src = f"gpu-catalog {importlib.metadata.version('gpu-catalog')} gpucatalog/gpuhealth (this checkout), Debian {nodeimage.SUITE} python3"
+    env = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONDONTWRITEBYTECODE=1",
+           "PYTHONUNBUFFERED=1", f"PYTHONPATH=/opt/gpu-health:/{SITE}")
+    image = imagearchive.Image(ref, (nodeimage.rootfs(say), _python_site(work, say), app),
+                               entrypoint=("python3", "-m", "gpucatalog.gpuhealth.main"), cmd=("--help",), env=env,
+                               labels={"dev.gpu-catalog.source": src})
+    return image, src
+
+
+def buildable(ref: str) -> bool:
+    repo, _tag = split_ref(ref) if "@" not in ref else (ref, "")
+    return repo in ("registry.k8s.io/kueue/kueue", "ghcr.io/gpu-catalog/gpu-health") or ref == PAUSE_REF
+
+
+def build_archive(refs: Sequence[str], dest: Path, say: Progress) -> list[Built]:
+    """Build the images ``refs`` (each :func:`buildable`) into one archive at ``dest``."""
+    with tempfile.TemporaryDirectory(dir=nodeimage.state_dir(), prefix="images-") as tmp:
+        work = Path(tmp)
+        basics = nodeimage.basics_layer(work)
+        made: list[tuple[imagearchive.Image, str]] = []
+        for ref in refs:
+            repo, _tag = split_ref(ref)
+            if ref == PAUSE_REF:
+                made.append(_pause(ref, work, basics))
+            elif repo == "registry.k8s.io/kueue/kueue":
+                made.append(_kueue(ref, work, basics))
+            elif repo == "ghcr.io/gpu-catalog/gpu-health":
+                made.append(_gpu_health(ref, work, say))
+            else:
+                raise errors.InputError(f"no way to build image {ref} here", field="image")
+        ids = imagearchive.write_archive([m[0] for m in made], dest)
+    return [Built(img.ref, ids[img.ref], src) for img, src in made]
+
+
+def load(kind_bin: Path, cluster: str, refs: Sequence[str], env: dict[str, str], state: Path,
+         say: Progress) -> list[Built]:
+    """Build ``refs`` and load them into every node of kind cluster ``cluster``."""
+    if not refs:
+        return []
+    archive = state / "images.tar"
+    built = build_archive(refs, archive, say)
+    say(f"kind load image-archive: {', '.join(refs)}")
+    executor.run([kind_bin, "load", "image-archive", archive, "--name", cluster], env=env, timeout=900)
+    archive.unlink(missing_ok=True)
+    (state / "images.json").write_text(json.dumps([b.__dict__ for b in built], indent=1) + "\n")
+    return built
