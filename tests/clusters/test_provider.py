@@ -50,7 +50,7 @@ class BareProvider:
 @pytest.mark.parametrize(("cls", "declared"), [
     (SimCluster, {provider.AddsNodes, provider.StartsServices, provider.InjectsFaults, provider.OffersEndpoints,
                   provider.DescribesParts}),
-    (KindCluster, {provider.ExplainsUnavailable, provider.DescribesParts}),
+    (KindCluster, {provider.ExplainsUnavailable, provider.DescribesParts, provider.StartsServices}),
     (KubeconfigCluster, {provider.ExplainsUnavailable}),
 ])
 def test_each_provider_declares_exactly_its_capabilities(cls: type, declared: set[type]) -> None:

@@ -214,11 +214,17 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
 
     def simulated_parts(self) -> list[str]:
         st = self._read_state()
+        parts = []
         if st["gpuMode"] == "fake-gpu-operator":
-            return ["GPU hardware: fake-gpu-operator devices (no GPU, no driver)"]
+            parts.append("GPU hardware: fake-gpu-operator devices (no GPU, no driver)")
         if st["gpuMode"] == "node-patch":
-            return [f"GPU hardware: nvidia.com/gpu capacity patched into node status ({st['gpuWhy']}); no device plugin"]
-        return []
+            parts.append(f"GPU hardware: nvidia.com/gpu capacity patched into node status ({st['gpuWhy']}); "
+                         "no device plugin")
+        if st["gpuMode"] != "none":
+            # what gpu-health's agent would read is not there at all: its probes fail and say so
+            parts.append("GPU node hardware for gpu-health: none on kind nodes (no nvidia-smi, GPU kernel log or "
+                         "InfiniBand sysfs); the agent's probes report that they cannot read")
+        return parts
 
     # -- helpers --------------------------------------------------------------------------------
     def exists(self) -> bool:

@@ -17,6 +17,7 @@ and is rebuilt only when one changes.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -195,8 +196,11 @@ def image_id(ref: str) -> str | None:
 def ensure(say: Progress = _quiet) -> tuple[str, dict[str, Any]]:
     """The node image's reference and its lock (every input's version and digest), building it
     first when the engine does not have it."""
-    tools = _tool_paths(say)
-    base = rootfs(say)
+    # debootstrap waits on the mirror while the Go builds use the cores: side by side
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        base_future = pool.submit(rootfs, say)
+        tools = _tool_paths(say)
+        base = base_future.result()
     inputs = _inputs(tools, base)
     ref = ref_for(inputs)
     lock_path = state_dir() / f"{ref.rsplit(':', 1)[1]}.lock.json"

@@ -111,9 +111,11 @@ def test_a_local_image_turns_off_kindnetd_and_points_kubeadm_at_its_images() -> 
     patches = [yaml.safe_load(p) for p in doc["kubeadmConfigPatches"]]
     assert patches[0] == {"kind": "ClusterConfiguration", "imageRepository": "gpu-catalog.local",
                           "etcd": {"local": {"imageTag": "3.6.16"}}, "dns": {"imageTag": "v1.14.2"}}
-    assert patches[1] == {"kind": "KubeletConfiguration", "failCgroupV1": False}
+    assert patches[1] == {"kind": "KubeletConfiguration", "syncFrequency": "10s", "failCgroupV1": False}
     upstream = yaml.safe_load(config.render(2, H100))
-    assert "networking" not in upstream and "kubeadmConfigPatches" not in upstream
+    assert "networking" not in upstream
+    assert [yaml.safe_load(p) for p in upstream["kubeadmConfigPatches"]] == [
+        {"kind": "KubeletConfiguration", "syncFrequency": "10s"}]
 
 
 def test_each_node_gets_a_ptp_config_on_its_cidr_and_routes_to_every_other_node() -> None:
