@@ -134,7 +134,7 @@ def _bin_dir(g: Group) -> Path:
     return cache_root() / "toolchain" / "bin" / f"{g.name}-{g.version}"
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -153,9 +153,16 @@ def cached(tool: str, version: str | None = None) -> Path | None:
     stamp = path.with_name(tool + ".sha256")
     if not path.is_file() or not stamp.is_file():
         return None
-    if stamp.read_text().strip() != _sha256(path):
+    if stamp.read_text().strip() != sha256_file(path):
         return None
     return path
+
+
+def stamped_sha256(tool: str, version: str | None = None) -> str:
+    """The sha256 of ``tool``'s cached binary as its stamp records it (``cached``/``ensure`` have
+    checked the two agree), so a caller that just ensured a tool need not hash it again."""
+    path = tool_path(tool, version)
+    return path.with_name(tool + ".sha256").read_text().strip()
 
 
 @contextmanager
@@ -246,7 +253,7 @@ def build_group(g: Group, progress: Callable[[str], None] | None = None) -> floa
                      cwd=src, env=env)
     for tool, pkg in g.tools.items():
         (built / (tool if g.test_binary else _default_binary_name(pkg))).rename(staging / tool)
-        (staging / f"{tool}.sha256").write_text(_sha256(staging / tool) + "\n")
+        (staging / f"{tool}.sha256").write_text(sha256_file(staging / tool) + "\n")
     built.rmdir()
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)  # all tools of the group appear at once, never half a group

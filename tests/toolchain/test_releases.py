@@ -95,6 +95,6 @@ def test_a_missing_release_is_not_reported_cached(tmp_path: Path, monkeypatch: p
     (d / "kube-apiserver").write_bytes(b"binary")
     (d / "kube-apiserver.sha256").write_text("0" * 64 + "\n")  # a stamp that does not match: rebuilt, not trusted
     assert build.cached("kube-apiserver", "v1.34.4") is None
-    (d / "kube-apiserver.sha256").write_text(build._sha256(d / "kube-apiserver") + "\n")
+    (d / "kube-apiserver.sha256").write_text(build.sha256_file(d / "kube-apiserver") + "\n")
     assert build.cached("kube-apiserver", "v1.34.4") == d / "kube-apiserver"
     assert build.cached("kube-apiserver") is None  # the default's folder is another one

@@ -244,8 +244,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         """kind's published node image where the engine has it or can pull it; else one built here
         from pinned sources (:mod:`.nodeimage`), with its lock."""
         env = engine.env()
-        have = executor.run(["docker", "image", "inspect", config.NODE_IMAGE], env=env, check=False, timeout=60)
-        if have.returncode == 0:
+        if nodeimage.image_id(config.NODE_IMAGE) is not None:
             return config.NODE_IMAGE, None
         pulled = executor.run(["docker", "pull", config.NODE_IMAGE], env=env, check=False, timeout=600)
         if pulled.returncode == 0:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpucatalog.core import errors
+from gpucatalog.toolchain import build
 
 
 @dataclass(frozen=True)
@@ -32,14 +33,6 @@ class Image:
     cmd: tuple[str, ...] = ()
     env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
     labels: Mapping[str, str] = field(default_factory=dict)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _info(name: str, *, mode: int, kind: bytes = tarfile.REGTYPE, size: int = 0, link: str = "") -> tarfile.TarInfo:
@@ -128,7 +121,7 @@ def write_archive(images: Iterable[Image], dest: Path) -> dict[str, str]:
             diff_ids = []
             for layer in img.layers:
                 if layer not in digests:
-                    digests[layer] = sha256_file(layer)
+                    digests[layer] = build.sha256_file(layer)
                 if digests[layer] not in written:
                     written.add(digests[layer])
                     ti = _info(f"{digests[layer]}/layer.tar", mode=0o644, size=layer.stat().st_size)

@@ -122,7 +122,7 @@ def _kueue(ref: str, work: Path, basics: Path) -> tuple[imagearchive.Image, str]
     _repo, tag = split_ref(ref)
     if tag != version:
         raise errors.InputError(f"image {ref} names Kueue {tag}; this toolchain builds Kueue {version}",
-                                field="image", expected=f"registry.k8s.io/kueue/kueue:{version}")
+                                field="image", expected=f"{KUEUE_REPO}:{version}")
     layer = imagearchive.write_layer(work / "kueue.tar", {"manager": build.ensure("kueue")})
     src = f"sigs.k8s.io/kueue@{version} cmd/kueue"
     return imagearchive.Image(ref, (basics, layer), entrypoint=("/manager",), labels={"dev.gpu-catalog.source": src}), src
@@ -139,9 +139,12 @@ def _gpu_health(ref: str, work: Path, say: Progress) -> tuple[imagearchive.Image
     return image, src
 
 
+KUEUE_REPO = "registry.k8s.io/kueue/kueue"
+GPU_HEALTH_REPO = "ghcr.io/gpu-catalog/gpu-health"
+
+
 def buildable(ref: str) -> bool:
-    repo, _tag = split_ref(ref) if "@" not in ref else (ref, "")
-    return repo in ("registry.k8s.io/kueue/kueue", "ghcr.io/gpu-catalog/gpu-health") or ref == PAUSE_REF
+    return ref == PAUSE_REF or ("@" not in ref and split_ref(ref)[0] in (KUEUE_REPO, GPU_HEALTH_REPO))
 
 
 def build_archive(refs: Sequence[str], dest: Path, say: Progress) -> list[Built]:
@@ -151,15 +154,15 @@ def build_archive(refs: Sequence[str], dest: Path, say: Progress) -> list[Built]
         basics = nodeimage.basics_layer(work)
         made: list[tuple[imagearchive.Image, str]] = []
         for ref in refs:
+            if not buildable(ref):
+                raise errors.InputError(f"no way to build image {ref} here", field="image")
             repo, _tag = split_ref(ref)
             if ref == PAUSE_REF:
                 made.append(_pause(ref, work, basics))
-            elif repo == "registry.k8s.io/kueue/kueue":
+            elif repo == KUEUE_REPO:
                 made.append(_kueue(ref, work, basics))
-            elif repo == "ghcr.io/gpu-catalog/gpu-health":
-                made.append(_gpu_health(ref, work, say))
             else:
-                raise errors.InputError(f"no way to build image {ref} here", field="image")
+                made.append(_gpu_health(ref, work, say))
         ids = imagearchive.write_archive([m[0] for m in made], dest)
     return [Built(img.ref, ids[img.ref], src) for img, src in made]
 

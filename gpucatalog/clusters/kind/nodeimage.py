@@ -167,11 +167,11 @@ def _inputs(tools: dict[str, Path], base: Path) -> dict[str, Any]:
     kind = build.group_of("kind")
     return {
         "recipe": RECIPE,
-        "capfilterSha256": imagearchive.sha256_file(Path(capfilter.__file__)),
+        "capfilterSha256": build.sha256_file(Path(capfilter.__file__)),
         "kind": kind.version,
-        "debian": {"suite": SUITE, "packages": list(PACKAGES), "rootfsSha256": imagearchive.sha256_file(base)},
-        "tools": {t: {"version": build.group_of(t).version, "sha256": imagearchive.sha256_file(p)}
-                  for t, p in sorted(tools.items())},
+        "debian": {"suite": SUITE, "packages": list(PACKAGES), "rootfsSha256": build.sha256_file(base)},
+        "tools": {t: {"version": build.group_of(t).version, "sha256": build.stamped_sha256(t)}
+                  for t in sorted(tools)},
         "pause": {"version": PAUSE_VERSION, "source": f"k8s.io/kubernetes@{build.group_of('kubelet').version}"
                                                       "/build/pause/linux/pause.c"},
     }

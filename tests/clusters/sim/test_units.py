@@ -373,7 +373,7 @@ def test_corrupt_cached_binary_is_not_trusted(tmp_path: Path, monkeypatch: pytes
     d = tmp_path / "toolchain" / "bin" / f"{g.name}-{g.version}"
     d.mkdir(parents=True)
     (d / "kwok").write_bytes(b"\x7fELF fake binary")
-    (d / "kwok.sha256").write_text(build._sha256(d / "kwok") + "\n")
+    (d / "kwok.sha256").write_text(build.sha256_file(d / "kwok") + "\n")
     assert build.cached("kwok") == d / "kwok"
     with open(d / "kwok", "ab") as fh:
         fh.write(b"truncated-or-corrupt")
