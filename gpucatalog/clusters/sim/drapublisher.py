@@ -29,6 +29,7 @@ from gpucatalog.clusters.sim import dra
 GROUP, VERSION, PLURAL = "resource.k8s.io", "v1", "resourceslices"
 NODE_LABEL = "gpu.nvidia.com/node"
 SHAPE_LABEL = "sim.gpu-catalog.dev/shape"
+KIND_SHAPE_LABEL = "gpu-catalog.dev/shape"  # what the kind provider labels its workers with
 
 
 def _strip(spec: dict[str, Any]) -> dict[str, Any]:
@@ -75,18 +76,16 @@ def node_specs(core: Any, node: str, driver_root: Path, mode: str) -> list[dict[
     driver root's hardware state, its gpu-health state from the state label."""
     obj = core.read_node(node)
     labels = obj.metadata.labels or {}
-    shape = shapes.get(labels.get(SHAPE_LABEL) or labels.get("node.kubernetes.io/instance-type", ""))
+    shape = shapes.get(labels.get(SHAPE_LABEL) or labels.get(KIND_SHAPE_LABEL)
+                       or labels.get("node.kubernetes.io/instance-type", ""))
     hw = json.loads((driver_root / "sim" / "hw.json").read_text())
     return dra.slice_specs(node, shape, hw["gpus"], mode, labels.get(dra.HEALTH_STATE_LABEL, "healthy"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    import urllib3
-    from kubernetes import client
-
-    from gpucatalog.core import errors, kubeapi
-
-    ap = argparse.ArgumentParser(prog="gpu-kubelet-plugin (sim stand-in)")
+def arguments(prog: str) -> argparse.ArgumentParser:
+    """The flags and environment both driver charts give the plugin's container (the kind stand-in
+    adds its own)."""
+    ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""))
     ap.add_argument("--mode", default=os.environ.get("GPU_SHARING_MODE", "exclusive"), choices=dra.MODES)
     # Both driver charts mount the host's driver root at /driver-root, where the real plugin reads
@@ -96,13 +95,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds between reconciliations")
     # the real binary's klog verbosity flag (the 0.5.0 chart passes it): accepted, not used
     ap.add_argument("-v", dest="verbosity", type=int, default=0, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if not args.node_name:
-        ap.error("--node-name (or $NODE_NAME) is required")
-    api_client = kubeapi.client_for(None)  # $KUBECONFIG: the sim kubelet's one for this pod
+    return ap
+
+
+def publish_forever(api_client: Any, args: argparse.Namespace) -> None:
+    """Reconcile the node's slices every ``args.interval`` seconds, saying what changed; API and
+    file errors are reported and retried on the next round."""
+    import urllib3
+    from kubernetes import client
+
+    from gpucatalog.core import errors
+
     core: Any = client.CoreV1Api(api_client)
     custom: Any = client.CustomObjectsApi(api_client)
-    print(f"sim DRA publisher for {args.node_name} up (mode {args.mode}, pid {os.getpid()})", flush=True)
     while True:
         try:
             gen = reconcile(custom, args.node_name, node_specs(core, args.node_name, args.driver_root, args.mode))
@@ -115,6 +120,19 @@ def main(argv: list[str] | None = None) -> int:
         except errors.NotFoundError as exc:  # a node without a known shape label
             print(f"not published: {exc}", flush=True)
         time.sleep(args.interval)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from gpucatalog.core import kubeapi
+
+    ap = arguments("gpu-kubelet-plugin (sim stand-in)")
+    args = ap.parse_args(argv)
+    if not args.node_name:
+        ap.error("--node-name (or $NODE_NAME) is required")
+    api_client = kubeapi.client_for(None)  # $KUBECONFIG: the sim kubelet's one for this pod
+    print(f"sim DRA publisher for {args.node_name} up (mode {args.mode}, pid {os.getpid()})", flush=True)
+    publish_forever(api_client, args)
+    return 0
 
 
 if __name__ == "__main__":
