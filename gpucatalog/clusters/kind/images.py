@@ -9,7 +9,11 @@ pinned source it comes from, under the name the bundle uses, and ``kind load``-e
 - ``ghcr.io/gpu-catalog/gpu-health``: gpu-health from this checkout on Debian's python3 with the
   Kubernetes client, as ``Dockerfile.gpu-health`` lays it out;
 - ``registry.k8s.io/pause:3.10``, the suites' workload image: pause compiled from the pinned
-  Kubernetes release's source (pause 3.10.2), tagged with the name the suites use.
+  Kubernetes release's source (pause 3.10.2), tagged with the name the suites use;
+- SIMULATED: the DRA driver's images (``registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu``,
+  ``nvcr.io/nvidia/k8s-dra-driver-gpu``), at any tag: no GPU or NVML is here, so the image runs
+  this checkout's stand-in kubelet plugin (:mod:`.draplugin`) as ``gpu-kubelet-plugin``. Its
+  evidence line says it is a stand-in, not the driver.
 
 Each built image's ID and source go into the evidence. An image no builder knows is left alone:
 on a machine without a registry its pods stay in ``ImagePullBackOff`` and the install's readiness
@@ -37,6 +41,8 @@ Progress = Callable[[str], None]
 PAUSE_REF = "registry.k8s.io/pause:3.10"
 SITE = "opt/gpu-catalog/site"  # the Python packages of an image, from PyPI at the versions this .venv runs
 PY_PACKAGES = ("kubernetes", "PyYAML")
+DRA_PY_PACKAGES = (*PY_PACKAGES, "grpcio")
+SIMULATED = "SIMULATED"  # how a stand-in image's source begins
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,11 @@ class Built:
     ref: str
     image_id: str
     source: str
+
+    @property
+    def simulated(self) -> bool:
+        """A stand-in for what the name promises, not a build of it (the DRA driver's images)."""
+        return self.source.startswith(SIMULATED)
 
     def line(self) -> str:
         return f"image {self.ref} built locally from {self.source} ({self.image_id[:19]})"
@@ -83,14 +94,14 @@ def images_of(objects: Iterable[Mapping[str, Any]]) -> list[str]:
     return found
 
 
-def _python_site(work: Path, say: Progress) -> Path:
-    """A layer of the Python packages gpu-health needs, at the versions this environment runs."""
-    pins = [f"{p}=={importlib.metadata.version(p)}" for p in PY_PACKAGES]
+def _python_site(work: Path, say: Progress, packages: Sequence[str] = PY_PACKAGES) -> Path:
+    """A layer of the Python ``packages`` an image needs, at the versions this environment runs."""
+    pins = [f"{p}=={importlib.metadata.version(p)}" for p in packages]
     key = hashlib.sha256(" ".join(pins).encode()).hexdigest()[:12]
     layer = nodeimage.state_dir() / f"python-site-{key}.tar"
     if layer.is_file():
         return layer
-    target = work / "site"
+    target = work / f"site-{key}"
     say(f"pip install --target ({', '.join(pins)})")
     executor.run([sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", target, *pins],
                  timeout=600)
@@ -139,12 +150,30 @@ def _gpu_health(ref: str, work: Path, say: Progress) -> tuple[imagearchive.Image
     return image, src
 
 
+def _dra_stand_in(ref: str, work: Path, say: Progress) -> tuple[imagearchive.Image, str]:
+    files: dict[str, Path | bytes] = dict(_package_files("opt/gpu-catalog", ["clusters", "core"]))
+    # the command both driver charts run; the stand-in takes the same flags and environment
+    files["usr/local/bin/gpu-kubelet-plugin"] = work / "gpu-kubelet-plugin"
+    (work / "gpu-kubelet-plugin").write_text('#!/bin/sh\nexec python3 -m gpucatalog.clusters.kind.draplugin "$@"\n')
+    (work / "gpu-kubelet-plugin").chmod(0o755)
+    app = imagearchive.write_layer(work / "dra-stand-in.tar", files)
+    src = (f"{SIMULATED} stand-in for the DRA driver's kubelet plugin: gpu-catalog "
+           f"{importlib.metadata.version('gpu-catalog')} gpucatalog/clusters/kind/draplugin.py (this checkout), "
+           f"Debian {nodeimage.SUITE} python3")
+    env = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONDONTWRITEBYTECODE=1",
+           "PYTHONUNBUFFERED=1", f"PYTHONPATH=/opt/gpu-catalog:/{SITE}")
+    image = imagearchive.Image(ref, (nodeimage.rootfs(say), _python_site(work, say, DRA_PY_PACKAGES), app),
+                               entrypoint=("gpu-kubelet-plugin",), env=env, labels={"dev.gpu-catalog.source": src})
+    return image, src
+
+
 KUEUE_REPO = "registry.k8s.io/kueue/kueue"
 GPU_HEALTH_REPO = "ghcr.io/gpu-catalog/gpu-health"
+DRA_REPOS = ("registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu", "nvcr.io/nvidia/k8s-dra-driver-gpu")
 
 
 def buildable(ref: str) -> bool:
-    return ref == PAUSE_REF or ("@" not in ref and split_ref(ref)[0] in (KUEUE_REPO, GPU_HEALTH_REPO))
+    return ref == PAUSE_REF or ("@" not in ref and split_ref(ref)[0] in (KUEUE_REPO, GPU_HEALTH_REPO, *DRA_REPOS))
 
 
 def build_archive(refs: Sequence[str], dest: Path, say: Progress) -> list[Built]:
@@ -161,6 +190,8 @@ def build_archive(refs: Sequence[str], dest: Path, say: Progress) -> list[Built]
                 made.append(_pause(ref, work, basics))
             elif repo == KUEUE_REPO:
                 made.append(_kueue(ref, work, basics))
+            elif repo in DRA_REPOS:
+                made.append(_dra_stand_in(ref, work, say))
             else:
                 made.append(_gpu_health(ref, work, say))
         ids = imagearchive.write_archive([m[0] for m in made], dest)
