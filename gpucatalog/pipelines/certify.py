@@ -367,7 +367,7 @@ def _on_cluster(
             results.append(_failed_step("readiness", "; ".join(not_ready), time.monotonic() - t1))
         results += _what_ran(prov, info)
         params: dict[str, Any] = {"bundle_values": {c.name: c.values for c in rb.components}}
-        faults = fault_injection.choose(prov, opts.inject_faults, agent, kubeconfig)
+        faults = fault_injection.choose(prov, opts.inject_faults, agent, kubeconfig, kind)
         faults.record(info)
         params.update(faults.params)
         endpoints = cluster_facts.endpoints(prov)

@@ -34,6 +34,8 @@ MODES = ("auto", "pod")
 NOTES = {
     "sim": "simulated faults: the sim cluster wrote the readings the real probes read (nvidia-smi XML, "
            "kernel-log lines, sysfs) into the nodes' folders",
+    "kind": "simulated faults: the kind provider wrote the readings the real probes read (nvidia-smi XML, "
+            "kernel-log lines, sysfs) into the node folder each GPU worker container holds",
     "pod": "synthetic faults: a privileged pod per fault ran the bundle's gpu-health image (gpu-health inject-xid) "
            "and wrote an NVRM Xid line marked name=gpu-catalog-inject into the node's kernel log, read by the real "
            "agent; fault kinds other than XID were not run",
@@ -45,7 +47,7 @@ NOTES = {
 class Choice:
     """The injector chosen for one run: the suites' params and what the evidence says."""
 
-    mode: str  # sim | pod | none
+    mode: str  # sim | kind (the provider's own injector) | pod | none
     params: dict[str, Any] = field(default_factory=dict)
     injector: pod_injector.PodInjector | None = None
 
@@ -88,11 +90,14 @@ def check(rb: render.RenderedBundle, prov: providers.ClusterProvider, mode: str 
 
 
 def choose(prov: providers.ClusterProvider, mode: str | None, agent: pod_injector.AgentTemplate | None,
-           kubeconfig: Path) -> Choice:
-    """The injector for this run (``agent`` from :func:`check`)."""
+           kubeconfig: Path, provider_kind: str) -> Choice:
+    """The injector for this run (``agent`` from :func:`check`); a provider's own injector is
+    recorded under the provider's name (``sim`` or ``kind``, :data:`NOTES`)."""
     if agent is not None and _uses_pod(prov, mode):
         inj = pod_injector.PodInjector(kubeconfig, agent)
         return Choice("pod", {"inject_fault": inj.inject_fault, "clear_fault": inj.clear_fault}, inj)
     if isinstance(prov, providers.InjectsFaults):
-        return Choice("sim", {"inject_fault": prov.inject_fault, "clear_fault": prov.clear_fault})
+        if provider_kind not in NOTES:
+            raise errors.InputError(f"no fault-injection note for provider {provider_kind!r}", field="--cluster")
+        return Choice(provider_kind, {"inject_fault": prov.inject_fault, "clear_fault": prov.clear_fault})
     return Choice("none")

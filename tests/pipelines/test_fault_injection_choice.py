@@ -36,8 +36,9 @@ def gpu_health(render_chart: Callable[..., list[dict[str, Any]]]) -> list[dict[s
     return render_chart("gpu-health")
 
 
-def _choose(prov: Any, mode: str | None, objects: list[dict[str, Any]], kc: Path) -> fault_injection.Choice:
-    return fault_injection.choose(prov, mode, fault_injection.check(_bundle(objects), prov, mode), kc)
+def _choose(prov: Any, mode: str | None, objects: list[dict[str, Any]], kc: Path,
+            kind: str = "kubeconfig") -> fault_injection.Choice:
+    return fault_injection.choose(prov, mode, fault_injection.check(_bundle(objects), prov, mode), kc, kind)
 
 
 def test_a_cluster_without_injection_gets_none_unless_opted_in(tmp_path: Path, gpu_health: list[dict[str, Any]]) -> None:
@@ -61,9 +62,20 @@ def test_the_sim_keeps_its_own_injector_unless_the_pod_is_forced(tmp_path: Path,
     kc = _kubeconfig(tmp_path)
     sim = provider.get("sim", "choice")
     for mode in (None, "auto"):
-        own = _choose(sim, mode, gpu_health, kc)
+        own = _choose(sim, mode, gpu_health, kc, "sim")
         assert own.mode == "sim" and own.params["inject_fault"] == sim.inject_fault  # type: ignore[attr-defined]
-    assert _choose(sim, "pod", gpu_health, kc).mode == "pod"
+    assert _choose(sim, "pod", gpu_health, kc, "sim").mode == "pod"
+
+
+def test_kind_keeps_its_own_injector_and_the_evidence_names_kind(tmp_path: Path, gpu_health: list[dict[str, Any]]) -> None:
+    kc = _kubeconfig(tmp_path)
+    kind = provider.get("kind", "choice")
+    own = _choose(kind, None, gpu_health, kc, "kind")
+    assert own.mode == "kind" and own.params["clear_fault"] == kind.clear_fault  # type: ignore[attr-defined]
+    info: dict[str, Any] = {}
+    own.record(info)
+    assert "kind provider wrote the readings" in info["faultInjectionNote"]
+    assert _choose(kind, "pod", gpu_health, kc, "kind").mode == "pod"
 
 
 def test_a_pod_injector_without_gpu_health_or_a_bad_mode_is_bad_input(tmp_path: Path,

@@ -3,7 +3,8 @@
 Drives the pinned kind binary (toolchain group ``kind``) through the executor: ``up`` writes the
 multi-node config, runs ``kind create cluster`` with the kubeconfig written under
 ``$GPU_CATALOG_CACHE/clusters/kind-<name>/`` (never ``~/.kube/config``), then gives the GPU
-workers their capacity (:mod:`.gpus`); any failure or Ctrl-C on the way deletes the cluster
+workers their capacity (:mod:`.gpus`) and simulated node hardware (:mod:`.nodehw`, which also
+takes injected faults); any failure or Ctrl-C on the way deletes the cluster
 again. ``collect_logs`` is ``kind export logs`` plus kubectl dumps of nodes, pods and events;
 ``down`` is ``kind delete cluster`` and does nothing when there is no cluster.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.clusters import provider, shapes
-from gpucatalog.clusters.kind import config, engine, gpus, images, nodeimage, podnetwork
+from gpucatalog.clusters.kind import config, engine, gpus, images, nodehw, nodeimage, podnetwork
 from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build
 
@@ -36,7 +37,7 @@ def _last_line(text: str) -> str:
 
 
 class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provider.DescribesParts,
-                  provider.StartsServices):
+                  provider.StartsServices, provider.InjectsFaults):
     """One named kind cluster (kind name ``gpucatalog-<name>``)."""
 
     kind = "kind"
@@ -107,6 +108,10 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
                 patched = gpus.patch_nodes(self._api(), node_shape)
                 if len(patched) != nodes:
                     raise errors.ToolError(["kind", "patch-gpus"], 1, f"patched {len(patched)} of {nodes} workers")
+            if node_shape.gpu is not None:
+                workers = [n.metadata.name for n in self._core().list_node(
+                    label_selector=f"{config.SHAPE_LABEL}={shape}").items]
+                nodehw.seed(workers, node_shape, self.state, env)
             self._write_state({"workers": nodes, "shape": shape, "gpuMode": gpu_plan.mode, "gpuWhy": gpu_plan.why,
                                "image": image, "imageLock": lock})
         except BaseException:
@@ -205,12 +210,14 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         if st.get("imageLock"):
             parts.append("node image built here from pinned sources (debootstrap Debian, containerd, runc, kubelet, "
                          "control-plane images); pod network: ptp CNI with routes between nodes")
-        built = self.state / "images.json"
-        if built.is_file():
-            parts += [images.Built(**b).line() for b in json.loads(built.read_text())]
+        parts += [b.line() for b in self._built() if not b.simulated]
         if st["gpuMode"] == "fake-gpu-operator":
             parts.append("fake-gpu-operator device plugin and status exporter (real pods)")
         return parts
+
+    def _built(self) -> list[images.Built]:
+        built = self.state / "images.json"
+        return [images.Built(**b) for b in json.loads(built.read_text())] if built.is_file() else []
 
     def simulated_parts(self) -> list[str]:
         st = self._read_state()
@@ -222,9 +229,20 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
                          "no device plugin")
         if st["gpuMode"] != "none":
             # what gpu-health's agent would read is not there at all: its probes fail and say so
-            parts.append("GPU node hardware for gpu-health: none on kind nodes (no nvidia-smi, GPU kernel log or "
-                         "InfiniBand sysfs); the agent's probes report that they cannot read")
+            parts.append(f"GPU node hardware: the sim's node folder in each GPU worker at {nodehw.NODE_ROOT} "
+                         "(nvidia-smi printing simulated readings, a kernel log file, InfiniBand sysfs, the GPU "
+                         "inventory the DRA stand-in publishes); read only where a bundle's kind profile points "
+                         "gpu-health's agent and the DRA driver's driver root there; faults written into it")
+        parts += [b.line() for b in self._built() if b.simulated]
         return parts
+
+    # -- faults (the sim's kinds, in the node folder each GPU worker holds: :mod:`.nodehw`) --------
+    def inject_fault(self, node: str, kind: str, **kw: Any) -> str:
+        return nodehw.inject(node, kind, self.state, engine.env(), **kw)
+
+    def clear_fault(self, node: str) -> str:
+        """Every injected fault of ``node`` undone (its hardware readings healthy again)."""
+        return nodehw.inject(node, "clear", self.state, engine.env())
 
     # -- helpers --------------------------------------------------------------------------------
     def exists(self) -> bool:

@@ -127,3 +127,4 @@ def patch_nodes(api: Any, shape: shapes.Shape) -> list[str]:
         if exc.status != 409:  # already there is fine
             raise
     return names
+
