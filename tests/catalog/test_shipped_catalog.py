@@ -21,13 +21,14 @@ SHIPPED = loader.load_catalog(REPO / "catalog")
 def test_the_shipped_bundles_are_there() -> None:
     assert {("gpu-scheduling", "0.1.0"), ("gpu-scheduling", "0.2.0"), ("gpu-queueing", "0.2.0"),
             ("gpu-queueing", "0.3.0"), ("gpu-queueing", "0.4.0"), ("gpu-queueing", "0.4.1"),
-            ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
-    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.1"  # what an unversioned certify takes
+            ("gpu-queueing", "0.4.2"), ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
+    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.2"  # what an unversioned certify takes
 
 
 @pytest.mark.parametrize(("version", "profile"), [("0.3.0", "sim"), ("0.3.0", "kind"), ("0.3.0", "h100-8x"),
                                                   ("0.4.0", "sim"), ("0.4.0", "upstream-e2e"), ("0.4.0", "h100-8x"),
-                                                  ("0.4.1", "sim"), ("0.4.1", "upstream-e2e"), ("0.4.1", "h100-8x")])
+                                                  ("0.4.1", "sim"), ("0.4.1", "upstream-e2e"), ("0.4.1", "h100-8x"),
+                                                  ("0.4.2", "sim"), ("0.4.2", "kind")])
 def test_validate_gpu_queueing_is_clean(capsys: pytest.CaptureFixture[str], version: str, profile: str) -> None:
     assert main(["validate", f"gpu-queueing@{version}", "--profile", profile, "--no-lint"]) == 0
     assert "no findings" in capsys.readouterr().out
@@ -123,3 +124,25 @@ def test_0_4_1_sim_keeps_the_controllers_on_a_cpu_node() -> None:
     assert "extraNodes" not in e2e.cluster
     (dep,) = [o for c in e2e.components if c.name == "kueue" for o in c.objects if o.get("kind") == "Deployment"]
     assert not dep["spec"]["template"]["spec"].get("nodeSelector")
+
+
+@pytest.mark.parametrize("profile", ["sim", "upstream-e2e", "h100-8x"])
+def test_0_4_2_changes_nothing_but_the_kind_profile(profile: str) -> None:
+    old = render.render_bundle(SHIPPED, "gpu-queueing@0.4.1", profile)
+    new = render.render_bundle(SHIPPED, "gpu-queueing@0.4.2", profile)
+    assert [c.objects for c in new.components] == [c.objects for c in old.components]
+    assert (new.cluster, new.suite_params) == (old.cluster, old.suite_params)
+
+
+def test_0_4_2_kind_runs_the_dra_driver_shared_and_one_kueue_manager() -> None:
+    rb = render.render_bundle(SHIPPED, "gpu-queueing@0.4.2", "kind")
+    assert rb.cluster == {"provider": "kind", "nodes": 2, "shape": "h100-80gb-x8"}
+    assert rb.suite_params == render.render_bundle(SHIPPED, "gpu-queueing@0.4.2", "sim").suite_params
+    comps = {c.name: c for c in rb.components}
+    (ds,) = [o for o in comps["nvidia-dra-driver"].objects if o.get("kind") == "DaemonSet"]
+    env = {e["name"]: e.get("value") for e in ds["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["GPU_SHARING_MODE"] == "mixed" and env["CONSUMABLE_SHARES"] == "memory"
+    (dep,) = [o for o in comps["kueue"].objects if o.get("kind") == "Deployment"]
+    assert dep["spec"]["replicas"] == 1 and not dep["spec"]["template"]["spec"].get("nodeSelector")
+    (cfg,) = [o for o in comps["kueue"].objects if o.get("kind") == "ConfigMap" and o["metadata"]["name"] == "kueue-manager-config"]
+    assert "leaderElect: false" in "".join(cfg["data"].values())

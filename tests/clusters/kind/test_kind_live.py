@@ -1,10 +1,12 @@
 """kind for real (``@pytest.mark.kind``): a cluster on the Docker engine `make setup` starts, its
-node image built here from pinned sources. Real kubelets, containerd and runc: pods on different
-workers talk over the pod network and a Service name resolves through CoreDNS, after a
-certification of Kueue's gang suite on kind with the bundle's own images built here.
+node image built here from pinned sources. Real kubelets, containerd and runc: gpu-queueing 0.4.2
+certified on kind (gang, accelerator metrics from gpu-health's real agent reading the simulated
+node hardware, and DRA sharing through the stand-in kubelet plugin the real kubelet registers and
+calls, with a fault injected for the quarantine case); then, on the kept cluster, a claim's CDI
+device reaching a container, and pods on different workers talking over the pod network and
+through a Service name resolved by CoreDNS.
 
-One cluster, on one worker: the certification keeps it, the network checks run on it, then it
-goes."""
+One cluster, on one worker: the certification keeps it, the checks run on it, then it goes."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from gpucatalog.pipelines import keys
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1500)]
 GPU_HEALTH = "ghcr.io/gpu-catalog/gpu-health:0.1.0"  # python3 on Debian: a server and a client
+DRA_IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.5.0"
 
 
 @pytest.fixture(scope="module")
@@ -53,16 +56,15 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
         engine_up: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from kubernetes import client
 
-    # 0.1.0: Kueue, team queues and gpu-health; the newer bundles add the DRA driver, whose kubelet
-    # plugin (gRPC to the kubelet) has no stand-in on real kubelets yet (docs/kind.md). The gang
-    # suite here; quota_reclaim on kind too by hand (docs/kind.md), kept out of make test for time.
+    # quota_reclaim runs on kind too (docs/kind.md), kept out of make test for time; fault_remediation
+    # needs 4 GPU nodes and a repair actuator, which kind has not (docs/kind.md)
     name = f"certk-{uuid.uuid4().hex[:6]}"
     prov = cluster.KindCluster(name)
     key = keys.generate(tmp_path / "keys", "ci")
     try:
-        rc = main(["certify", "gpu-queueing@0.1.0", "--cluster", "kind", "--cluster-name", name, "--suite", "gang",
-                   "--keep-cluster", "--signing-key", str(key.private_path), "--evidence", str(tmp_path / "ev"),
-                   "--json"])
+        rc = main(["certify", "gpu-queueing@0.4.2", "--cluster", "kind", "--cluster-name", name, "--suite", "gang",
+                   "--suite", "accelerator_metrics", "--suite", "gpu_sharing_dra", "--keep-cluster",
+                   "--signing-key", str(key.private_path), "--evidence", str(tmp_path / "ev"), "--json"])
         out = json.loads(capsys.readouterr().out)
         suites = {s["name"]: s for s in out["suites"]}
         failed = [(s, c["name"], c["reason"]) for s in suites.values() for c in s["cases"] if c["result"] != "passed"]
@@ -70,6 +72,11 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
         assert [c["name"] for c in suites["gang"]["cases"]] == [
             "preflight", "gang_with_room_starts_together", "gang_short_of_one_gpu_starts_none_then_all",
             "job_with_batch_min_member"]
+        dra_cases = {c["name"]: c for c in suites["gpu_sharing_dra"]["cases"]}
+        assert dra_cases["quarantined_gpu_never_allocated"]["result"] == "passed"  # run, not skipped
+        (metrics,) = suites["accelerator_metrics"]["cases"]
+        assert metrics["result"] == "passed"
+        assert out["cluster"]["faultInjection"] == "kind"
         live, simulated = out["cluster"]["live"], out["cluster"]["simulated"]
         assert any("real kubelet, containerd and control plane" in line for line in live), live
         assert any(line.startswith("image registry.k8s.io/kueue/kueue:v0.17.0 built locally from "
@@ -77,6 +84,8 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
         assert any(line.startswith(f"image {GPU_HEALTH} built locally") for line in live), live
         assert any(line.startswith(f"image {images.PAUSE_REF} built locally") for line in live), live
         assert any("nvidia.com/gpu capacity patched" in line for line in simulated), simulated
+        assert any(line.startswith(f"image {DRA_IMAGE} built locally from SIMULATED stand-in") for line in simulated)
+        assert not any(DRA_IMAGE in line for line in live), live
 
         # the kept cluster: real nodes on the node image built here, then pod traffic between workers
         st = json.loads((prov.state / "state.json").read_text())
@@ -108,6 +117,23 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
         assert done.status.phase == "Succeeded", log
         assert log.count("ok ") == 2, log
         assert server.spec.node_name != done.spec.node_name
+        # a claim of the driver's class: kube-scheduler allocates, the kubelet asks the stand-in
+        # to prepare it, containerd applies the CDI device it names: the container sees its GPU
+        custom: Any = client.CustomObjectsApi(kubeapi.client_for(prov.kubeconfig()))
+        custom.create_namespaced_custom_object("resource.k8s.io", "v1", "default", "resourceclaims", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "one-gpu"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}})
+        claimer = _pod("claimer", "", ["sh", "-c", "env | grep ^GPU_CATALOG_SIM_GPU_"])
+        del claimer["spec"]["nodeName"]
+        claimer["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "one-gpu"}]
+        claimer["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+        core.create_namespaced_pod("default", claimer)
+        ran = _wait_phase(core, "claimer", {"Succeeded", "Failed"})
+        env = core.read_namespaced_pod_log("claimer", "default")
+        assert ran.status.phase == "Succeeded", env
+        line = env.splitlines()[0]
+        assert line.split("=", 1)[1].startswith(f"{ran.spec.node_name}/gpu-"), env
+
         logs = prov.collect_logs(tmp_path / "logs")
         assert (logs / "nodes.yaml").is_file() and any(logs.rglob("kubelet.log"))
     finally:
