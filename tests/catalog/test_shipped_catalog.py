@@ -143,6 +143,13 @@ def test_0_4_2_kind_runs_the_dra_driver_shared_and_one_kueue_manager() -> None:
     env = {e["name"]: e.get("value") for e in ds["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["GPU_SHARING_MODE"] == "mixed" and env["CONSUMABLE_SHARES"] == "memory"
     (dep,) = [o for o in comps["kueue"].objects if o.get("kind") == "Deployment"]
-    assert dep["spec"]["replicas"] == 1 and not dep["spec"]["template"]["spec"].get("nodeSelector")
+    assert dep["spec"]["replicas"] == 1
+    # the controllers off the GPU workers a quarantine drains: on the control plane, tolerating it
+    deployments = [o["spec"]["template"]["spec"] for c in ("kueue", "gpu-health") for o in comps[c].objects
+                   if o.get("kind") == "Deployment"]
+    assert len(deployments) == 2
+    for spec in deployments:
+        assert spec["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+        assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     (cfg,) = [o for o in comps["kueue"].objects if o.get("kind") == "ConfigMap" and o["metadata"]["name"] == "kueue-manager-config"]
     assert "leaderElect: false" in "".join(cfg["data"].values())
