@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from gpucatalog.clusters import shapes
+from gpucatalog.clusters.kind import cluster as kind_cluster
 from gpucatalog.clusters.kind.cluster import KindCluster
 from gpucatalog.clusters.sim import SimCluster, faults, list_clusters
 from gpucatalog.toolchain import releases
@@ -26,6 +27,7 @@ EPILOG = """examples:
   catalog cluster inject-fault h100-node-0003 --kind clear
   catalog cluster down --name ci
   catalog cluster up --provider kind --nodes 2       # real kubelets in Docker (catalog engine up first)
+  catalog cluster inject-fault gpucatalog-ci-worker --provider kind --name ci --kind xid --code 79
   catalog cluster down --provider kind
 """
 
@@ -86,6 +88,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     inj.add_argument("node", metavar="NODE")
     inj.add_argument("--name", default="sim")
+    inj.add_argument("--provider", choices=["sim", "kind"], default="sim",
+                     help="kind: into the node folder a kind GPU worker holds (docs/kind.md)")
     inj.add_argument("--kind", required=True, choices=faults.KINDS)
     inj.add_argument("--code", type=int, help="XID code (kind xid)")
     inj.add_argument("--gpu", type=int, default=0, help="GPU index (default 0)")
@@ -142,13 +146,17 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    """One line per cluster: name, provider, running|dead (a kind cluster listed is running)."""
     for name in list_clusters():
-        print(f"{name}\t{'running' if SimCluster(name).running() else 'dead'}")
+        print(f"{name}\tsim\t{'running' if SimCluster(name).running() else 'dead'}")
+    for name in kind_cluster.list_clusters():
+        print(f"{name}\tkind\trunning")
     return 0
 
 
 def _inject(args: argparse.Namespace) -> int:
-    print(SimCluster(args.name).inject_fault(
+    target = KindCluster(args.name) if args.provider == "kind" else SimCluster(args.name)
+    print(target.inject_fault(
         args.node, args.kind, code=args.code, gpu=args.gpu, link=args.link, width=args.width, gen=args.gen,
         rate=args.rate, device=args.device,
     ))

@@ -228,7 +228,6 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
             parts.append(f"GPU hardware: nvidia.com/gpu capacity patched into node status ({st['gpuWhy']}); "
                          "no device plugin")
         if st["gpuMode"] != "none":
-            # what gpu-health's agent would read is not there at all: its probes fail and say so
             parts.append(f"GPU node hardware: the sim's node folder in each GPU worker at {nodehw.NODE_ROOT} "
                          "(nvidia-smi printing simulated readings, a kernel log file, InfiniBand sysfs, the GPU "
                          "inventory the DRA stand-in publishes); read only where a bundle's kind profile points "
@@ -303,3 +302,16 @@ def _api_errors() -> tuple[type[BaseException], ...]:
     from urllib3.exceptions import HTTPError
 
     return (ApiException, HTTPError, OSError)
+
+
+def list_clusters() -> list[str]:
+    """Provider names of the kind clusters this project made that the engine runs (empty when kind
+    is not built or no engine answers)."""
+    kind_bin = build.cached("kind")
+    if kind_bin is None:
+        return []
+    proc = executor.run([kind_bin, "get", "clusters"], env=engine.env(), check=False, timeout=60)
+    if proc.returncode != 0:
+        return []
+    return sorted(n.removeprefix(config.NAME_PREFIX) for n in proc.stdout.split() if n.startswith(config.NAME_PREFIX))
+

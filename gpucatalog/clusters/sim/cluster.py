@@ -37,7 +37,7 @@ from gpucatalog.clusters.sim import (
 )
 from gpucatalog.clusters.sim import pki as pki_mod
 from gpucatalog.clusters.sim.config import RESTART_POLICIES, ClusterConfig, lease_seconds
-from gpucatalog.clusters.sim.layout import Layout, clusters_root
+from gpucatalog.clusters.sim.layout import KIND_STATE_PREFIX, Layout, clusters_root
 from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build, releases
 
@@ -428,8 +428,10 @@ def _starting(name: str) -> Iterator[None]:
 
 
 def list_clusters() -> list[str]:
+    """Sim clusters with state on this machine (the kind provider's state folders left out)."""
     root = clusters_root()
-    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(KIND_STATE_PREFIX)) \
+        if root.is_dir() else []
 
 
 def _ready_nodes(api: Any) -> tuple[int, int]:

@@ -17,10 +17,15 @@ from gpucatalog.toolchain import build
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 
 
+# The kind provider keeps its clusters' state beside the sim's, as kind-<name>.
+KIND_STATE_PREFIX = "kind-"
+
+
 def check_name(name: str) -> str:
-    if not _NAME.match(name):
+    if not _NAME.match(name) or name.startswith(KIND_STATE_PREFIX):
         raise errors.InputError(
-            f"invalid cluster name {name!r}", field="--name", expected="1-32 chars of a-z, 0-9 and '-'"
+            f"invalid cluster name {name!r}", field="--name",
+            expected=f"1-32 chars of a-z, 0-9 and '-', not starting with {KIND_STATE_PREFIX!r} (kind's state folders)",
         )
     return name
 

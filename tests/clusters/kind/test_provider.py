@@ -210,3 +210,15 @@ def test_certify_on_kind_exits_2_naming_the_missing_docker_engine(capsys: pytest
     assert cli.main(["certify", "gpu-scheduling", "--cluster", "kind"]) == 2
     err = capsys.readouterr().err
     assert "cluster provider 'kind' cannot run here" in err and "Docker engine" in err, err
+
+
+def test_kind_state_folders_are_not_listed_as_sim_clusters_and_no_sim_cluster_takes_their_name(cache: Path) -> None:
+    from gpucatalog.clusters.sim import layout
+    from gpucatalog.clusters.sim.cluster import list_clusters
+
+    (cache / "clusters" / "kind-ci").mkdir(parents=True)
+    (cache / "clusters" / "ci").mkdir()
+    assert list_clusters() == ["ci"]
+    assert cluster.KindCluster("ci").state == cache / "clusters" / "kind-ci"
+    with pytest.raises(errors.InputError, match="not starting with 'kind-'"):
+        layout.check_name("kind-ci")
