@@ -50,7 +50,8 @@ class BareProvider:
 @pytest.mark.parametrize(("cls", "declared"), [
     (SimCluster, {provider.AddsNodes, provider.StartsServices, provider.InjectsFaults, provider.OffersEndpoints,
                   provider.DescribesParts}),
-    (KindCluster, {provider.ExplainsUnavailable, provider.DescribesParts, provider.StartsServices}),
+    (KindCluster, {provider.ExplainsUnavailable, provider.DescribesParts, provider.StartsServices,
+                   provider.InjectsFaults}),
     (KubeconfigCluster, {provider.ExplainsUnavailable}),
 ])
 def test_each_provider_declares_exactly_its_capabilities(cls: type, declared: set[type]) -> None:
@@ -79,7 +80,7 @@ def test_unavailable_reason_uses_the_providers_own_words(tmp_path: Path) -> None
 
 
 def test_offering_lists_the_registered_kinds_with_a_capability() -> None:
-    assert provider.offering(provider.InjectsFaults) == ["sim"]
+    assert provider.offering(provider.InjectsFaults) == ["kind", "sim"]
     assert provider.offering(provider.ExplainsUnavailable) == ["kind", "kubeconfig"]
     assert provider.offering(provider.DescribesParts) == ["kind", "sim"]
 
@@ -90,7 +91,7 @@ def test_missing_names_the_need_the_capability_and_who_offers_it() -> None:
     assert isinstance(err, errors.InputError) and err.exit_code == 2
     assert str(err) == ("--suite: suite 'fault_remediation' needs fault injection (inject_fault, clear_fault), "
                         "which the 'kubeconfig' cluster provider does not offer "
-                        "(expected a cluster provider that offers it: sim)")
+                        "(expected a cluster provider that offers it: kind, sim)")
 
 
 def test_a_provider_missing_a_core_method_is_not_a_provider() -> None:
