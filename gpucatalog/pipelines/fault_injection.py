@@ -1,5 +1,5 @@
 """Which fault injector a certification hands its suites (``inject_fault``/``clear_fault``), and
-what the evidence says about it (``cluster.faultInjection``: ``sim``, ``pod`` or ``none``).
+what the evidence says about it (``cluster.faultInjection``: ``sim``, ``kind``, ``pod`` or ``none``).
 
 * no ``--inject-faults``: the provider's own injector when it offers one (the sim cluster writes
   the readings the real probes read into its node folders), else none: the cases that need a
