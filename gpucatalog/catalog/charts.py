@@ -26,6 +26,7 @@ from typing import Any
 
 from gpucatalog.catalog import model, modulecrds
 from gpucatalog.core import errors, yamlfile
+from gpucatalog.toolchain import build
 
 # Bounds on a remote chart's archive (Helm's own default: 100 MiB decompressed): it is read here
 # before helm sees it, and a pinned digest says only that the bytes are the pinned ones.
@@ -51,11 +52,8 @@ def cache_dir() -> Path:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
+    """``sha256:<hex>`` of a file (the toolchain's hash, in the form chart digests are pinned in)."""
+    return "sha256:" + build.sha256_file(path)
 
 
 def inside(path: Path, root: Path) -> bool:

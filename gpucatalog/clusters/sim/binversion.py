@@ -9,7 +9,6 @@ which ``go build`` stamps from the checkout's tag), else ``unknown``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shlex
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from gpucatalog.core import errors, executor
+from gpucatalog.toolchain import build
 
 GO_BUILDINFO_MAGIC = b"\xff Go buildinf:"
 # Bounds on what is read of a mapped executable (it may be several GiB): the build information
@@ -35,11 +35,7 @@ VERSION_OUTPUT_CAP = 64 << 10
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return "sha256:" + h.hexdigest()
+    return "sha256:" + build.sha256_file(path)
 
 
 def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
