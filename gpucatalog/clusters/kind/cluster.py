@@ -247,10 +247,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
     def exists(self) -> bool:
         """True when kind lists the cluster (asks the Docker engine)."""
         kind_bin = build.cached("kind")
-        if kind_bin is None:
-            return False
-        proc = executor.run([kind_bin, "get", "clusters"], env=engine.env(), timeout=60)
-        return self.cluster in proc.stdout.split()
+        return kind_bin is not None and self.cluster in _kind_clusters(kind_bin, check=True)
 
     def _delete(self, kind_bin: Path) -> None:
         # `kind delete cluster` succeeds when there is no such cluster, so this is idempotent
@@ -308,10 +305,11 @@ def list_clusters() -> list[str]:
     """Provider names of the kind clusters this project made that the engine runs (empty when kind
     is not built or no engine answers)."""
     kind_bin = build.cached("kind")
-    if kind_bin is None:
-        return []
-    proc = executor.run([kind_bin, "get", "clusters"], env=engine.env(), check=False, timeout=60)
-    if proc.returncode != 0:
-        return []
-    return sorted(n.removeprefix(config.NAME_PREFIX) for n in proc.stdout.split() if n.startswith(config.NAME_PREFIX))
+    names = _kind_clusters(kind_bin, check=False) if kind_bin is not None else []
+    return sorted(n.removeprefix(config.NAME_PREFIX) for n in names if n.startswith(config.NAME_PREFIX))
 
+
+def _kind_clusters(kind_bin: Path, *, check: bool) -> list[str]:
+    """``kind get clusters`` on the engine; without ``check``, nothing when it fails."""
+    proc = executor.run([kind_bin, "get", "clusters"], env=engine.env(), check=check, timeout=60)
+    return proc.stdout.split() if proc.returncode == 0 else []

@@ -430,8 +430,9 @@ def _starting(name: str) -> Iterator[None]:
 def list_clusters() -> list[str]:
     """Sim clusters with state on this machine (the kind provider's state folders left out)."""
     root = clusters_root()
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(KIND_STATE_PREFIX)) \
-        if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(KIND_STATE_PREFIX))
 
 
 def _ready_nodes(api: Any) -> tuple[int, int]:
