@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 from gpucatalog.core import errors
 
@@ -76,6 +77,16 @@ def run(
     if check and proc.returncode != 0:
         raise errors.ToolError(args, proc.returncode, proc.stderr or proc.stdout or "")
     return proc
+
+
+def output_bytes(argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
+                 timeout: float | None = None) -> bytes:
+    """Run ``argv`` and return its stdout undecoded (an archive stream); fails as :func:`run` does."""
+    proc = run(argv, env=env, timeout=timeout, text=False, check=False)
+    if proc.returncode != 0:
+        stderr = cast(bytes, proc.stderr).decode(errors="replace")
+        raise errors.ToolError([os.fspath(a) for a in argv], proc.returncode, stderr)
+    return cast(bytes, proc.stdout)
 
 
 def spawn(

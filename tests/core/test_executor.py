@@ -23,6 +23,14 @@ def test_nonzero_exit_carries_command_and_stderr() -> None:
     assert exc.value.returncode == 1 and "boom" in str(exc.value) and sys.executable in str(exc.value)
 
 
+def test_output_bytes_keeps_stdout_undecoded_and_fails_like_run() -> None:
+    raw = executor.output_bytes([sys.executable, "-c", "import sys; sys.stdout.buffer.write(bytes([0, 255, 10]))"])
+    assert raw == b"\x00\xff\n"
+    with pytest.raises(errors.ToolError) as exc:
+        executor.output_bytes([sys.executable, "-c", "import sys; sys.stderr.buffer.write(b'bad \\xff'); sys.exit(3)"])
+    assert exc.value.returncode == 3 and "bad \ufffd" in str(exc.value)
+
+
 def test_missing_program_is_a_tool_error(tmp_path: Path) -> None:
     with pytest.raises(errors.ToolError, match="executable not found") as exc:
         executor.run([tmp_path / "nope"])
