@@ -1,0 +1,165 @@
+"""The ``pod`` actuator: a repair run by a pod on the broken node itself, as a site's GPU reset
+(``nvidia-smi -r`` in a pod on the node) or its reboot job would be run.
+
+The pod is the chart's verification template (image, service account, pod security context,
+priority and runtime class), pinned to the node as the verification pod is, whose one container
+runs the action's argv instead of the probes. It mounts only the host paths the actuator
+configuration names, writable, since a repair changes the node. The repair succeeded when the
+container exited 0 within the timeout; its termination message (the log's tail, by
+``FallbackToLogsOnError``, so no ``pods/log`` permission is needed) is the detail.
+
+Configuration (``actuator`` values, ``kind: pod``)::
+
+    commands: {RESET_GPU: [argv…], REBOOT: [argv…]}    # {node} {action} {reason} filled in
+    pod: {runAsUser: 0, privileged: false,
+          hostPaths: {NAME: {path: /host/dir, type: Directory, mountPath: /in/pod}}}
+
+Called by :func:`gpucatalog.gpuhealth.actuator.from_config`; the controller's Role already lets
+it create, read and delete pods in its own namespace (the verification pods).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpucatalog.gpuhealth import kube
+from gpucatalog.gpuhealth.errors import ConfigError, RemediationError, TemporaryError
+from gpucatalog.gpuhealth.xidpolicy import Action
+
+PREFIX = "gpu-health-repair-"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+POLL_S = 0.5
+
+
+@dataclass
+class PodActuator:
+    api: kube.Api
+    namespace: str
+    template_configmap: str
+    commands: Mapping[str, Sequence[str]]
+    pod: Mapping[str, Any] = field(default_factory=dict)
+    timeout: float = 300.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+    def repair(self, node: str, action: Action, reason: str) -> tuple[str, str]:
+        template = self.commands.get(action.name)
+        if not template:
+            return FAILED, f"no pod hook configured for {action.name}"
+        argv = [part.format(node=node, action=action.name, reason=reason) for part in template]
+        name = PREFIX + node
+        pods = f"/api/v1/namespaces/{self.namespace}/pods"
+        try:
+            cm = self.api.get(f"/api/v1/namespaces/{self.namespace}/configmaps/{self.template_configmap}")
+            body = repair_pod(json.loads((cm.get("data") or {})["pod.json"]), node, self.namespace, argv,
+                              action.name, reason, self.pod)
+        except (KeyError, ValueError, kube.NotFound) as exc:
+            return FAILED, f"no pod template in ConfigMap {self.template_configmap}: {exc}"
+        # a pod of the same name left by a repair that crashed mid-way is not this repair's result
+        self.api.delete_pod(self.namespace, name, grace=0)
+        try:
+            self.api.create(pods, body)
+        except kube.Conflict as exc:  # the old pod is still going away
+            raise TemporaryError(f"repair pod {name} still terminating", delay=2) from exc
+        try:
+            return self._await(f"{pods}/{name}", name)
+        finally:
+            try:
+                self.api.delete_pod(self.namespace, name, grace=0)
+            except RemediationError:
+                pass  # the next repair of this node deletes it first
+
+    def _await(self, path: str, name: str) -> tuple[str, str]:
+        deadline = self.clock() + self.timeout
+        phase = "Pending"
+        while self.clock() < deadline:
+            status = self.api.get(path).get("status") or {}
+            phase = str(status.get("phase", "Pending"))
+            if phase in ("Succeeded", "Failed"):
+                term = _terminated(status)
+                code = term.get("exitCode", "?")
+                detail = str(term.get("message") or term.get("reason") or status.get("reason") or "").strip()
+                return (SUCCEEDED if phase == "Succeeded" else FAILED), f"pod {name} exit {code}: {detail[-300:]}"
+            self.sleep(POLL_S)
+        return FAILED, f"repair pod {name} did not finish within {self.timeout:g}s (phase {phase})"
+
+
+def _terminated(status: Mapping[str, Any]) -> dict[str, Any]:
+    for cs in status.get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated")
+        if term:
+            return dict(term)
+    return {}
+
+
+def repair_pod(template: dict[str, Any], node: str, namespace: str, argv: Sequence[str], action: str,
+               reason: str, pod_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The repair workload: the verification template's pod and image, pinned to ``node``
+    (bypassing the scheduler, so the cordon does not keep it off), never restarted, its one
+    container running ``argv`` with the configured host paths mounted writable."""
+    src = copy.deepcopy(template)
+    spec_src = src.get("spec") or {}
+    containers = spec_src.get("containers") or []
+    if not containers:
+        raise ValueError("the pod template has no container")
+    base = containers[0]
+    privileged = bool(pod_cfg.get("privileged", False))
+    security: dict[str, Any] = {"allowPrivilegeEscalation": privileged, "readOnlyRootFilesystem": True,
+                                "privileged": privileged}
+    if not privileged:
+        security["capabilities"] = {"drop": ["ALL"]}
+    if "runAsUser" in pod_cfg:
+        uid = int(pod_cfg["runAsUser"])
+        security.update(runAsUser=uid, runAsGroup=uid)
+        if uid != 0:
+            security["runAsNonRoot"] = True
+    volumes, mounts = [], []
+    for vol_name, hp in sorted((pod_cfg.get("hostPaths") or {}).items()):
+        volumes.append({"name": f"repair-{vol_name}", "hostPath": {"path": hp["path"], "type": hp.get("type", "")}})
+        mounts.append({"name": f"repair-{vol_name}", "mountPath": hp.get("mountPath", hp["path"])})
+    container = {
+        "name": "repair",
+        "image": base["image"],
+        "imagePullPolicy": base.get("imagePullPolicy", "IfNotPresent"),
+        "command": list(argv),
+        # the template's env (NVIDIA_VISIBLE_DEVICES=all: the NVIDIA runtime gives the pod the
+        # node's GPUs and driver tools, which a reset needs) plus what the repair is about
+        "env": [e for e in base.get("env") or [] if e.get("name") not in ("NODE_NAME", "GPU_HEALTH_ACTION",
+                                                                           "GPU_HEALTH_REASON")]
+        + [{"name": "NODE_NAME", "value": node}, {"name": "GPU_HEALTH_ACTION", "value": action},
+           {"name": "GPU_HEALTH_REASON", "value": reason[:1000]}],
+        "securityContext": security,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": mounts,
+    }
+    if base.get("resources"):
+        container["resources"] = base["resources"]
+    spec: dict[str, Any] = {k: v for k, v in spec_src.items()
+                            if k in ("serviceAccountName", "securityContext", "priorityClassName",
+                                     "runtimeClassName", "imagePullSecrets")}
+    spec.update(nodeName=node, restartPolicy="Never", tolerations=[{"operator": "Exists"}],
+                containers=[container], volumes=volumes)
+    labels = dict((src.get("metadata") or {}).get("labels") or {})
+    labels["app.kubernetes.io/component"] = "repair"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": PREFIX + node, "namespace": namespace, "labels": labels},
+            "spec": spec}
+
+
+def from_config(cfg: Mapping[str, Any], commands: Mapping[str, Sequence[str]], timeout: float,
+                api: kube.Api | None, namespace: str, template_configmap: str) -> PodActuator:
+    pod_cfg = cfg.get("pod") or {}
+    if not isinstance(pod_cfg, dict):
+        raise ConfigError("actuator pod: expected an object with runAsUser, privileged, hostPaths")
+    for vol_name, hp in (pod_cfg.get("hostPaths") or {}).items():
+        if not isinstance(hp, dict) or not str(hp.get("path", "")).startswith("/"):
+            raise ConfigError(f"actuator pod.hostPaths.{vol_name}: needs an absolute path")
+    if api is None or not namespace:
+        raise ConfigError("actuator kind pod needs the controller's Kubernetes client and namespace")
+    return PodActuator(api, namespace, template_configmap, commands, pod_cfg, timeout)

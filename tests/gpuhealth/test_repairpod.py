@@ -1,0 +1,124 @@
+"""The ``pod`` actuator against a recording API: the pod it asks for, and how it reads the
+outcome (exit 0, a failed repair, a pod that never ends, a pod of the same name still going)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gpucatalog.gpuhealth import actuator, kube, repairpod
+from gpucatalog.gpuhealth.errors import ConfigError, TemporaryError
+from gpucatalog.gpuhealth.xidpolicy import Action
+
+TEMPLATE = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"labels": {"app.kubernetes.io/name": "gpu-health"}},
+            "spec": {"serviceAccountName": "gpu-health-agent", "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                     "priorityClassName": "system-node-critical",
+                     "volumes": [{"name": "host-kmsg", "hostPath": {"path": "/dev/kmsg"}}],
+                     "containers": [{"name": "verify", "image": "gpu-health:1", "args": ["verify"],
+                                     "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+                                     "volumeMounts": [{"name": "host-kmsg", "mountPath": "/host/dev/kmsg", "readOnly": True}],
+                                     "resources": {"limits": {"memory": "64Mi"}}}]}}
+CONFIG = {"kind": "pod", "timeoutSeconds": 5,
+          "commands": {"RESET_GPU": ["/node/repair", "{node}", "{action}"]},
+          "pod": {"runAsUser": 0, "hostPaths": {"node": {"path": "/var/lib/node", "type": "Directory", "mountPath": "/node"}}}}
+
+
+class FakeApi:
+    """Serves the template ConfigMap; the pod walks through ``phases`` on each read."""
+
+    def __init__(self, phases: list[dict[str, Any]], conflict: bool = False) -> None:
+        self.phases = phases
+        self.conflict = conflict
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+        if path.endswith("/configmaps/gpu-health-verify"):
+            return {"data": {"pod.json": json.dumps(TEMPLATE)}}
+        assert path == "/api/v1/namespaces/gpu-health/pods/gpu-health-repair-gpu-3"
+        return {"status": self.phases.pop(0) if len(self.phases) > 1 else self.phases[0]}
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.conflict:
+            raise kube.Conflict("409 AlreadyExists")
+        self.created.append(body)
+        return body
+
+    def delete_pod(self, namespace: str, name: str, grace: int | None = None) -> None:
+        self.deleted.append(f"{namespace}/{name}:{grace}")
+
+
+def exited(code: int, message: str) -> dict[str, Any]:
+    return {"phase": "Succeeded" if code == 0 else "Failed",
+            "containerStatuses": [{"state": {"terminated": {"exitCode": code, "message": message}}}]}
+
+
+def make(api: FakeApi, clock: list[float] | None = None) -> actuator.Router:
+    router = actuator.from_config(CONFIG, api, "gpu-health")  # type: ignore[arg-type]
+    pod = router.default
+    assert isinstance(pod, repairpod.PodActuator)
+    t = clock if clock is not None else [0.0]
+    pod.clock = lambda: t[0]
+    pod.sleep = lambda s: t.__setitem__(0, t[0] + s)
+    return router
+
+
+def test_repair_pod_runs_the_hook_on_the_node_and_reads_its_exit() -> None:
+    api = FakeApi([{"phase": "Pending"}, {"phase": "Running"}, exited(0, "healthy readings restored\n")])
+    result, detail = make(api).repair("gpu-3", Action.RESET_GPU, "XID 79")
+    assert (result, detail) == ("succeeded", "pod gpu-health-repair-gpu-3 exit 0: healthy readings restored")
+    pod = api.created[0]
+    spec, c = pod["spec"], pod["spec"]["containers"][0]
+    assert spec["nodeName"] == "gpu-3" and spec["restartPolicy"] == "Never"
+    assert spec["tolerations"] == [{"operator": "Exists"}]  # a cordoned, tainted node still runs it
+    assert (spec["serviceAccountName"], spec["priorityClassName"]) == ("gpu-health-agent", "system-node-critical")
+    assert c["image"] == "gpu-health:1" and c["command"] == ["/node/repair", "gpu-3", "RESET_GPU"]
+    assert "args" not in c and c["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    # only the configured host path, writable; none of the probes' read-only mounts
+    assert spec["volumes"] == [{"name": "repair-node", "hostPath": {"path": "/var/lib/node", "type": "Directory"}}]
+    assert c["volumeMounts"] == [{"name": "repair-node", "mountPath": "/node"}]
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "privileged": False, "capabilities": {"drop": ["ALL"]},
+                                    "runAsUser": 0, "runAsGroup": 0}
+    assert c["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NODE_NAME", "value": "gpu-3"},
+                        {"name": "GPU_HEALTH_ACTION", "value": "RESET_GPU"}, {"name": "GPU_HEALTH_REASON", "value": "XID 79"}]
+    assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "repair"
+    # a leftover of the same name is removed first, and the pod is removed after
+    assert api.deleted == ["gpu-health/gpu-health-repair-gpu-3:0"] * 2
+
+
+def test_failed_repair_pod_is_a_failed_repair() -> None:
+    api = FakeApi([exited(3, "reset refused: GPU in use")])
+    assert make(api).repair("gpu-3", Action.RESET_GPU, "x") == (
+        "failed", "pod gpu-health-repair-gpu-3 exit 3: reset refused: GPU in use")
+
+
+def test_repair_pod_that_never_ends_fails_at_the_timeout_and_is_removed() -> None:
+    api = FakeApi([{"phase": "Pending"}])
+    clock = [0.0]
+    result, detail = make(api, clock).repair("gpu-3", Action.RESET_GPU, "x")
+    assert result == "failed" and "did not finish within 5s (phase Pending)" in detail
+    assert clock[0] >= 5.0 and len(api.deleted) == 2
+
+
+def test_no_hook_for_the_action_and_a_pod_still_terminating() -> None:
+    assert make(FakeApi([{}])).repair("gpu-3", Action.REBOOT, "x") == ("failed", "no pod hook configured for REBOOT")
+    with pytest.raises(TemporaryError, match="still terminating"):
+        make(FakeApi([{}], conflict=True)).repair("gpu-3", Action.RESET_GPU, "x")
+
+
+@pytest.mark.parametrize("cfg", [
+    {"kind": "pod", "pod": {"hostPaths": {"node": {"path": "relative"}}}},
+    {"kind": "pod", "pod": ["not", "an", "object"]},
+])
+def test_bad_pod_configuration_is_refused(cfg: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        actuator.from_config(cfg, FakeApi([{}]), "gpu-health")  # type: ignore[arg-type]
+
+
+def test_pod_kind_needs_the_controllers_client() -> None:
+    with pytest.raises(ConfigError, match="Kubernetes client"):
+        actuator.from_config({"kind": "pod"})
