@@ -231,7 +231,8 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
             parts.append(f"GPU node hardware: the sim's node folder in each GPU worker at {nodehw.NODE_ROOT} "
                          "(nvidia-smi printing simulated readings, a kernel log file, InfiniBand sysfs, the GPU "
                          "inventory the DRA stand-in publishes); read only where a bundle's kind profile points "
-                         "gpu-health's agent and the DRA driver's driver root there; faults written into it")
+                         "gpu-health's agent and the DRA driver's driver root there; faults written into it; a "
+                         f"repair is {nodehw.REPAIR} in the node folder, which puts back the seeded readings")
         parts += [b.line() for b in self._built() if b.simulated]
         return parts
 

@@ -9,13 +9,23 @@ gets (:mod:`gpucatalog.clusters.sim.nodefs`), at ``/var/lib/gpu-catalog-node``:
 profile points gpu-health's agent (``nvidiaSmi``, its ``hostPaths``) and the DRA driver's
 ``driverRoot`` there, so the real agent in a real pod reads them.
 
-The provider keeps the master copy on the host (``<state>/nodes/<node>``); :func:`inject` edits
-it with the sim's own fault code and copies the result into the node. The kernel log is
-rewritten in place, never replaced: a pod that mounts that one file keeps its inode.
+The provider keeps a copy on the host (``<state>/nodes/<node>``); :func:`inject` first takes
+the node's own state back into it (a repair on the node may have changed it), edits it with the
+sim's own fault code and copies the result into the node. The kernel log is rewritten in place,
+never replaced: a pod that mounts that one file keeps its inode.
+
+A repair runs on the node, as a real one would: the folder holds the readings it was seeded
+with (``healthy/``) and ``usr/sbin/gpu-catalog-sim-repair``, a SIMULATED GPU reset or reboot that
+puts them back and empties the kernel log. gpu-queueing's kind profile has gpu-health's ``pod``
+actuator run it in a pod on the broken node.
 """
 
 from __future__ import annotations
 
+import io
+import shutil
+import stat
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +36,25 @@ from gpucatalog.core import executor
 NODE_ROOT = "/var/lib/gpu-catalog-node"
 KMSG = "dev/kmsg"
 SYNCED = ("sim", "sys", "usr")  # every folder of the node folder but dev/, whose one file is the kernel log
+HEALTHY = "healthy"  # the seeded readings a repair puts back (sim/ and sys/)
+REPAIR = "usr/sbin/gpu-catalog-sim-repair"
+
+# Files are replaced by rename, so a probe never reads half a file; the kernel log is emptied in
+# place, since the agent's pod mounts that one file.
+_REPAIR_SCRIPT = """#!/bin/sh
+# SIMULATED GPU reset / reboot of a gpu-catalog kind node (no GPU here): the node's readings go
+# back to the healthy ones it was seeded with, and its kernel log is emptied.
+set -eu
+D='{root}'
+cd "$D/{healthy}"
+find sim sys -type d | while read -r d; do mkdir -p "$D/$d"; done
+find sim sys -type f | while read -r f; do cp "$f" "$D/$f.repair-new"; mv -f "$D/$f.repair-new" "$D/$f"; done
+: > "$D/{kmsg}"
+msg="simulated repair of ${{NODE_NAME:-this node}} (${{GPU_HEALTH_ACTION:-repair}}): healthy readings restored"
+echo "$msg"
+# in a pod, the kubelet's termination message: what gpu-health records as the repair's detail
+if [ -w /dev/termination-log ]; then echo "$msg" > /dev/termination-log; fi
+"""
 
 
 def host_dir(state: Path, node: str) -> Path:
@@ -40,6 +69,7 @@ def seed(nodes: list[str], shape: shapes.Shape, state: Path, env: dict[str, str]
         folder = host_dir(state, node)
         nodefs.seed(folder, shape, state.name)
         nvidiasmi.write_nvidia_smi(folder, Path(NODE_ROOT))  # reads its files where the node has them
+        write_repair(folder)
         executor.run(["docker", "cp", folder, f"{node}:{NODE_ROOT}"], env=env, timeout=60)
 
 
@@ -53,8 +83,27 @@ def sync(node: str, state: Path, env: dict[str, str]) -> None:
                  input=(folder / KMSG).read_text(), env=env, timeout=60)
 
 
+def write_repair(folder: Path) -> None:
+    """The healthy snapshot of a freshly seeded ``folder`` and the script that restores it."""
+    for sub in ("sim", "sys"):
+        shutil.copytree(folder / sub, folder / HEALTHY / sub, dirs_exist_ok=True)
+    script = folder / REPAIR
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(_REPAIR_SCRIPT.format(root=NODE_ROOT, healthy=HEALTHY, kmsg=KMSG))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def pull(node: str, state: Path, env: dict[str, str]) -> None:
+    """Take the node's readings and kernel log back into the host's copy (one ``tar`` stream)."""
+    out = executor.output_bytes(["docker", "exec", node, "tar", "-C", NODE_ROOT, "-cf", "-", "sim", "sys", KMSG],
+                                env=env, timeout=60)
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        tar.extractall(host_dir(state, node), filter="data")
+
+
 def inject(node: str, kind: str, state: Path, env: dict[str, str], **kw: Any) -> str:
     """One fault (the sim's kinds, :data:`gpucatalog.clusters.sim.faults.KINDS`) on ``node``."""
+    pull(node, state, env)
     what = faults.inject(host_dir(state, node), kind, **kw)
     sync(node, state, env)
     return what

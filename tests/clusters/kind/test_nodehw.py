@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from gpucatalog.clusters.kind import cluster, images, nodehw
 
 SHAPE = shapes.get("h100-80gb-x8")
 FAKE_DOCKER = '''#!{python}
-"""docker cp SRC NODE:DEST and docker exec -i NODE cp /dev/stdin DEST, on <roots>/<NODE>/DEST."""
+"""docker cp SRC NODE:DEST, docker exec -i NODE cp /dev/stdin DEST and docker exec NODE tar -C ROOT -cf - …,
+on <roots>/<NODE>/DEST."""
 import os, shutil, sys
 roots = {roots!r}
 args = sys.argv[1:]
@@ -33,6 +35,8 @@ if args[0] == "cp":
     if os.path.isdir(dest):
         dest = os.path.join(dest, os.path.basename(src.rstrip("/")))
     shutil.copytree(src, dest, dirs_exist_ok=True)
+elif args[0] == "exec" and args[2:4] == ["tar", "-C"]:  # tar -C ROOT -cf - PATHS…, run on the node's folder
+    os.execvp("tar", ["tar", "-C", host(args[1] + ":" + args[4])] + args[5:])
 elif args[:2] == ["exec", "-i"] and args[3:5] == ["cp", "/dev/stdin"]:
     with open(host(args[2] + ":" + args[5]), "w") as fh:  # in place: same inode, as cp(1) does
         fh.write(sys.stdin.read())
@@ -99,6 +103,35 @@ def test_a_fault_reaches_the_node_and_the_kernel_log_keeps_its_inode(tmp_path: P
     nodehw.inject(node, "clear", state, {})
     assert kmsg.read_text() == "" and kmsg.stat().st_ino == inode
     assert not json.loads(_in_node(nodes, node, "sim/hw.json").read_text())["gpus"][0]["remap_failure"]
+
+
+def test_a_repair_on_the_node_restores_its_readings_and_the_next_fault_starts_from_them(
+        tmp_path: Path, nodes: Path) -> None:
+    state = tmp_path / "kind-hw"
+    node = "gpucatalog-hw-worker"
+    nodehw.seed([node], SHAPE, state, {})
+    healthy = _in_node(nodes, node, "sim/nvidia-smi-q-x.xml").read_text()
+    kmsg = _in_node(nodes, node, "dev/kmsg")
+    inode = kmsg.stat().st_ino
+    nodehw.inject(node, "xid", state, {}, code=79, gpu=3)  # GPU 3 falls off the bus
+    nodehw.inject(node, "ib-down", state, {})
+    assert _in_node(nodes, node, "sim/nvidia-smi-q-x.xml").read_text() != healthy
+    # the repair pod runs the node's script where the node folder is mounted; here, on the folder
+    script = _in_node(nodes, node, nodehw.REPAIR)
+    text = script.read_text().replace(f"D='{nodehw.NODE_ROOT}'", f"D='{_in_node(nodes, node, '')}'")
+    out = subprocess.run(["sh", "-c", text], env={**os.environ, "NODE_NAME": node, "GPU_HEALTH_ACTION": "REBOOT"},
+                         capture_output=True, text=True, check=True).stdout
+    assert out == f"simulated repair of {node} (REBOOT): healthy readings restored\n"
+    assert _in_node(nodes, node, "sim/nvidia-smi-q-x.xml").read_text() == healthy
+    assert kmsg.read_text() == "" and kmsg.stat().st_ino == inode
+    assert not list(_in_node(nodes, node, "sim").glob("*.repair-new"))
+    # the host's copy still holds GPU 3's fault; the next fault must start from the node's state
+    nodehw.inject(node, "row-remap-pending", state, {}, gpu=1)
+    hw = json.loads(_in_node(nodes, node, "sim/hw.json").read_text())
+    assert hw["gpus"][1]["remap_pending"] is True
+    assert len(hw["gpus"]) == 8 and not any(g.get("fallen_off_bus") for g in hw["gpus"])
+    assert "DOWN" not in json.dumps(hw["infiniband"])
+    assert "): 79, " not in kmsg.read_text()
 
 
 def test_stand_in_images_are_listed_as_simulated_and_real_builds_as_live(tmp_path: Path, cache: Path) -> None:
