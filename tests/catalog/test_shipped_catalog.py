@@ -3,6 +3,7 @@ seeded bad Queue field is caught naming the field (the issue's done-criteria).""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,14 +22,14 @@ SHIPPED = loader.load_catalog(REPO / "catalog")
 def test_the_shipped_bundles_are_there() -> None:
     assert {("gpu-scheduling", "0.1.0"), ("gpu-scheduling", "0.2.0"), ("gpu-queueing", "0.2.0"),
             ("gpu-queueing", "0.3.0"), ("gpu-queueing", "0.4.0"), ("gpu-queueing", "0.4.1"),
-            ("gpu-queueing", "0.4.2"), ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
-    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.2"  # what an unversioned certify takes
+            ("gpu-queueing", "0.4.2"), ("gpu-queueing", "0.4.3"), ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
+    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.3"  # what an unversioned certify takes
 
 
 @pytest.mark.parametrize(("version", "profile"), [("0.3.0", "sim"), ("0.3.0", "kind"), ("0.3.0", "h100-8x"),
                                                   ("0.4.0", "sim"), ("0.4.0", "upstream-e2e"), ("0.4.0", "h100-8x"),
                                                   ("0.4.1", "sim"), ("0.4.1", "upstream-e2e"), ("0.4.1", "h100-8x"),
-                                                  ("0.4.2", "sim"), ("0.4.2", "kind")])
+                                                  ("0.4.2", "sim"), ("0.4.2", "kind"), ("0.4.3", "kind")])
 def test_validate_gpu_queueing_is_clean(capsys: pytest.CaptureFixture[str], version: str, profile: str) -> None:
     assert main(["validate", f"gpu-queueing@{version}", "--profile", profile, "--no-lint"]) == 0
     assert "no findings" in capsys.readouterr().out
@@ -132,6 +133,34 @@ def test_0_4_2_changes_nothing_but_the_kind_profile(profile: str) -> None:
     new = render.render_bundle(SHIPPED, "gpu-queueing@0.4.2", profile)
     assert [c.objects for c in new.components] == [c.objects for c in old.components]
     assert (new.cluster, new.suite_params) == (old.cluster, old.suite_params)
+
+
+@pytest.mark.parametrize("profile", ["sim", "upstream-e2e", "h100-8x"])
+def test_0_4_3_changes_nothing_but_the_kind_profile(profile: str) -> None:
+    old = render.render_bundle(SHIPPED, "gpu-queueing@0.4.2", profile)
+    new = render.render_bundle(SHIPPED, "gpu-queueing@0.4.3", profile)
+    assert [c.objects for c in new.components] == [c.objects for c in old.components]
+    assert (new.cluster, new.suite_params) == (old.cluster, old.suite_params)
+
+
+def test_0_4_3_kind_runs_4_gpu_workers_and_repairs_in_a_pod_on_the_node() -> None:
+    rb = render.render_bundle(SHIPPED, "gpu-queueing@0.4.3", "kind")
+    assert rb.cluster == {"provider": "kind", "nodes": 4, "shape": "h100-80gb-x8"}  # fault_remediation needs 4
+    (dep,) = [o for c in rb.components if c.name == "gpu-health" for o in c.objects if o.get("kind") == "Deployment"]
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    act = json.loads(env["GPU_HEALTH_ACTUATOR"])
+    assert act["kind"] == "pod"
+    assert set(act["commands"]) == {"RESET_GPU", "REBOOT"}
+    assert {tuple(argv) for argv in act["commands"].values()} == {("/var/lib/gpu-catalog-node/usr/sbin/gpu-catalog-sim-repair",)}
+    assert act["pod"]["hostPaths"] == {"node": {"path": "/var/lib/gpu-catalog-node", "type": "Directory",
+                                                "mountPath": "/var/lib/gpu-catalog-node"}}
+    assert not act["pod"].get("privileged")
+    # everything else of the profile is 0.4.2's
+    old = render.render_bundle(SHIPPED, "gpu-queueing@0.4.2", "kind")
+    assert [c.name for c in rb.components] == [c.name for c in old.components]
+    for new_c, old_c in zip(rb.components, old.components, strict=True):
+        if new_c.name != "gpu-health":
+            assert new_c.objects == old_c.objects, new_c.name
 
 
 def test_0_4_2_kind_runs_the_dra_driver_shared_and_one_kueue_manager() -> None:

@@ -1,8 +1,9 @@
 """kind for real (``@pytest.mark.kind``): a cluster on the Docker engine `make setup` starts, its
-node image built here from pinned sources. Real kubelets, containerd and runc: gpu-queueing 0.4.2
-certified on kind (gang, accelerator metrics from gpu-health's real agent reading the simulated
-node hardware, and DRA sharing through the stand-in kubelet plugin the real kubelet registers and
-calls, with a fault injected for the quarantine case); then, on the kept cluster, a claim's CDI
+node image built here from pinned sources. Real kubelets, containerd and runc: gpu-queueing 0.4.3
+certified on kind with 4 GPU workers (accelerator metrics from gpu-health's real agent reading the
+simulated node hardware; fault remediation, faults injected into that hardware and repaired by
+gpu-health's pod actuator in a pod on the broken node; DRA sharing through the stand-in kubelet
+plugin the real kubelet registers and calls); then, on the kept cluster, a claim's CDI
 device reaching a container, and pods on different workers talking over the pod network and
 through a Service name resolved by CoreDNS.
 
@@ -56,22 +57,25 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
         engine_up: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from kubernetes import client
 
-    # quota_reclaim runs on kind too (docs/kind.md), kept out of make test for time; fault_remediation
-    # needs 4 GPU nodes and a repair actuator, which kind has not (docs/kind.md)
+    # quota_reclaim and gang run on kind too (docs/kind.md), kept out of make test for time: they
+    # exercise Kueue's decisions, which the sim runs as well; these three reach the kubelet and the node
     name = f"certk-{uuid.uuid4().hex[:6]}"
     prov = cluster.KindCluster(name)
     key = keys.generate(tmp_path / "keys", "ci")
     try:
-        rc = main(["certify", "gpu-queueing@0.4.2", "--cluster", "kind", "--cluster-name", name, "--suite", "gang",
-                   "--suite", "accelerator_metrics", "--suite", "gpu_sharing_dra", "--keep-cluster",
+        rc = main(["certify", "gpu-queueing@0.4.3", "--cluster", "kind", "--cluster-name", name,
+                   "--suite", "accelerator_metrics", "--suite", "fault_remediation", "--suite", "gpu_sharing_dra",
+                   "--keep-cluster",
                    "--signing-key", str(key.private_path), "--evidence", str(tmp_path / "ev"), "--json"])
         out = json.loads(capsys.readouterr().out)
         suites = {s["name"]: s for s in out["suites"]}
         failed = [(s, c["name"], c["reason"]) for s in suites.values() for c in s["cases"] if c["result"] != "passed"]
         assert rc == 0 and out["result"] == "passed", failed
-        assert [c["name"] for c in suites["gang"]["cases"]] == [
-            "preflight", "gang_with_room_starts_together", "gang_short_of_one_gpu_starts_none_then_all",
-            "job_with_batch_min_member"]
+        assert [c["name"] for c in suites["fault_remediation"]["cases"]] == [
+            "agents_report_conditions", "idle_gpus_never_quarantined", "xid79_cordon_drain_repair_verify_uncordon",
+            "application_xid_event_no_cordon", "pending_row_remap_gpu_reset", "failed_row_remap_hardware_repair",
+            "ib_port_half_rate_detected", "busy_narrowed_pcie_link_quarantined",
+            "breaker_caps_quarantines_when_most_nodes_fault", "manual_cordon_never_uncordoned"]
         dra_cases = {c["name"]: c for c in suites["gpu_sharing_dra"]["cases"]}
         assert dra_cases["quarantined_gpu_never_allocated"]["result"] == "passed"  # run, not skipped
         (metrics,) = suites["accelerator_metrics"]["cases"]
@@ -92,10 +96,15 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
         assert st["imageLock"]["images"] and st["image"].startswith(nodeimage.REGISTRY + "/kind-node:v1.36.3-")
         core: Any = client.CoreV1Api(kubeapi.client_for(prov.kubeconfig()))
         nodes = core.list_node().items
-        assert len(nodes) == 3 and {str(n.status.node_info.kubelet_version) for n in nodes} == {"v1.36.3"}
+        assert len(nodes) == 5 and {str(n.status.node_info.kubelet_version) for n in nodes} == {"v1.36.3"}
         assert {str(n.status.node_info.container_runtime_version) for n in nodes} == {"containerd://2.3.4"}
         workers = sorted(n.metadata.name for n in nodes if (n.status.allocatable or {}).get("nvidia.com/gpu") == "8")
-        assert len(workers) == 2
+        assert len(workers) == 4
+        # the repairs ran in pods on the broken nodes: the controller recorded each pod's message
+        controller_log = "".join(core.read_namespaced_pod_log(p.metadata.name, "gpu-health") for p in
+                                 core.list_namespaced_pod("gpu-health", label_selector="app.kubernetes.io/component=controller").items)
+        repairs = [line for line in controller_log.splitlines() if "repair finished" in line and "detail=pod " in line]
+        assert repairs and all("exit 0: simulated repair of gpucatalog-" in line for line in repairs), controller_log[-3000:]
         core.create_namespaced_pod("default", _pod("server", workers[0], ["python3", "-m", "http.server", "8080"],
                                                    {"app": "server"}))
         core.create_namespaced_service("default", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
