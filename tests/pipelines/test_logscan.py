@@ -1,7 +1,7 @@
 """The certification log scan reads pod logs through a real API server, which fetches them from
 a node's kubelet endpoint (here a small HTTPS log server on loopback standing in for the
 kubelet's /containerLogs, the one part no bare API server has). KAI's shipped declaration makes
-any ``forbidden`` line fail the run; the logs are kept with the evidence."""
+any RBAC denial (``forbidden: User "…"``) fail the run; the logs are kept with the evidence."""
 
 from __future__ import annotations
 
@@ -98,7 +98,11 @@ def test_a_forbidden_line_in_a_kai_log_fails_and_logs_are_kept(cluster: tuple[Pa
     _pod(kube, "kai-scheduler", "binder-0", restarts=1)
     _pod(kube, "gpu-health", "agent-0")  # gpu-health declares no pattern: not scanned
     LOGS[("kai-scheduler", "kai-operator-0", "main", False)] = "reconciled kai-config\nall good\n"
-    LOGS[("kai-scheduler", "binder-0", "main", False)] = "binder up\n"
+    # a 403 that is no RBAC denial: a create in a namespace being deleted (KAI binding a pod of a
+    # suite's namespace the suite is removing)
+    LOGS[("kai-scheduler", "binder-0", "main", False)] = (
+        'binder up\nFailed to bind pod ns-1/p-9: bindrequests.scheduling.run.ai "p-9" is forbidden: unable to create '
+        'new content in namespace ns-1 because it is being terminated\n')
     LOGS[("kai-scheduler", "binder-0", "main", True)] = (
         'E1202 failed to create pod: pods "x" is forbidden: User "system:serviceaccount:kai-scheduler:binder" '
         'cannot create resource "pods" in API group "" in the namespace "kai-resource-reservation"\n')
