@@ -19,7 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.clusters import provider, shapes
-from gpucatalog.clusters.kind import config, engine, gpus, images, nodehw, nodeimage, podnetwork
+from gpucatalog.clusters.kind import (
+    config,
+    engine,
+    gpuagent,
+    gpus,
+    images,
+    nodehw,
+    nodeimage,
+    podnetwork,
+    usermaps,
+)
+from gpucatalog.clusters.sim import imagemap
 from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build
 
@@ -37,7 +48,7 @@ def _last_line(text: str) -> str:
 
 
 class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provider.DescribesParts,
-                  provider.StartsServices, provider.InjectsFaults):
+                  provider.StartsServices, provider.InjectsFaults, provider.RunsImageMaps):
     """One named kind cluster (kind name ``gpucatalog-<name>``)."""
 
     kind = "kind"
@@ -46,6 +57,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         self.name = name
         self.cluster = config.cluster_name(name)
         self.state = build.cache_root() / "clusters" / f"kind-{name}"
+        self._image_map: list[imagemap.MappedBinary] = []
 
     # -- availability -----------------------------------------------------------------------------
     def reason(self) -> str:
@@ -194,14 +206,38 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         here from pinned sources, and load them into every node; one line per image. Images the
         engine can pull are left to it."""
         refs = [*images.images_of(objects), images.PAUSE_REF]
+        # KAI's reservation pods need a GPU written on them: the SIMULATED GPU agent does it
+        agent = any(images.split_ref(r)[0] == images.RESERVATION_REPO for r in refs)
+        if agent:
+            refs.append(images.gpu_agent_ref())
         refs = list(dict.fromkeys(refs))
         env = engine.env()
-        local = [r for r in refs if images.buildable(r)
-                 and executor.run(["docker", "pull", r], env=env, check=False, timeout=300).returncode != 0]
-        built = images.load(build.ensure("kind"), self.cluster, local, env, self.state, _quiet)
+        # a user's binary is never replaced by a pulled image: the overlay is what they certify
+        mapped = images.mapped_refs(refs, self._image_map)
+        if self._image_map:
+            imagemap.save(self._image_map, self.state / "image-map.json")
+        local = [r for r in refs if r in mapped or (images.buildable(r) and executor.run(
+            ["docker", "pull", r], env=env, check=False, timeout=300).returncode != 0)]
+        built = images.load(build.ensure("kind"), self.cluster, local, env, self.state, _quiet, mapped)
+        if agent:
+            executor.run([build.ensure("kubectl"), "--kubeconfig", self.kubeconfig(), "apply", "-f", "-"],
+                         input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                           "items": gpuagent.manifests(images.gpu_agent_ref())}), timeout=120)
         lines = [b.line() for b in built]
         lines += [f"image {r}: pulled by the nodes (not built here)" for r in refs if r not in local]
         return lines
+
+    # -- a user's binaries (an image-map overlay), as images built here -------------------------
+    def use_image_map(self, path: Path | None) -> None:
+        """Build the images ``path`` (an image-map overlay) maps from its binaries when a bundle's
+        images are loaded; validated now (exit 2 on a bad overlay)."""
+        self._image_map = imagemap.load(path) if path is not None else []
+
+    def mapped_images(self) -> list[dict[str, Any]]:
+        binaries = imagemap.read(self.state / "image-map.json")
+        if not binaries:
+            return []
+        return usermaps.mapped_images(binaries, self._built(), self._core().list_pod_for_all_namespaces().items)
 
     # -- evidence (read by pipelines.cluster_facts) ---------------------------------------------
     def live_parts(self) -> list[str]:
@@ -210,7 +246,8 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         if st.get("imageLock"):
             parts.append("node image built here from pinned sources (debootstrap Debian, containerd, runc, kubelet, "
                          "control-plane images); pod network: ptp CNI with routes between nodes")
-        parts += [b.line() for b in self._built() if not b.simulated]
+        parts += [b.line() for b in self._built() if not b.simulated and not b.user_supplied]
+        parts += usermaps.lines(self.mapped_images())[0]
         if st["gpuMode"] == "fake-gpu-operator":
             parts.append("fake-gpu-operator device plugin and status exporter (real pods)")
         return parts
@@ -234,6 +271,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
                          "gpu-health's agent and the DRA driver's driver root there; faults written into it; a "
                          f"repair is {nodehw.REPAIR} in the node folder, which puts back the seeded readings")
         parts += [b.line() for b in self._built() if b.simulated]
+        parts += usermaps.lines(self.mapped_images())[1]
         return parts
 
     # -- faults (the sim's kinds, in the node folder each GPU worker holds: :mod:`.nodehw`) --------

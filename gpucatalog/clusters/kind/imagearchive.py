@@ -33,6 +33,7 @@ class Image:
     cmd: tuple[str, ...] = ()
     env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
     labels: Mapping[str, str] = field(default_factory=dict)
+    user: str = ""  # the image's USER ("uid:gid"); empty: root
 
 
 def _info(name: str, *, mode: int, kind: bytes = tarfile.REGTYPE, size: int = 0, link: str = "") -> tarfile.TarInfo:
@@ -96,6 +97,8 @@ def _config(img: Image, diff_ids: list[str]) -> bytes:
         cfg["Cmd"] = list(img.cmd)
     if img.labels:
         cfg["Labels"] = dict(sorted(img.labels.items()))
+    if img.user:
+        cfg["User"] = img.user
     doc = {"architecture": "amd64", "os": "linux", "created": "1970-01-01T00:00:00Z", "config": cfg,
            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d in diff_ids]},
            "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "gpu-catalog imagearchive"}

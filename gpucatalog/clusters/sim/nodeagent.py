@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,28 +36,37 @@ def _gpu_uuids(node_dir: Path) -> list[str]:
     return [g["uuid"] for g in hw["gpus"] if not g["fallen_off_bus"]]
 
 
-def annotate_reservations(core: Any, nodes_dir: Path) -> int:
-    """Give each unannotated reservation pod a GPU of its node that no other one holds."""
-    pods = core.list_namespaced_pod(RESERVATION_NAMESPACE).items
+def reservation_assignments(pods: list[Any], uuids_of: Callable[[str], list[str]]) -> list[tuple[str, str]]:
+    """(pod, GPU UUID) for each unannotated reservation pod among ``pods``: a GPU of its node
+    (``uuids_of(node)``, in order) that no other reservation pod holds. Pure: the caller patches."""
     taken: dict[str, set[str]] = {}
     for p in pods:
         ann = (p.metadata.annotations or {}).get(RESERVATION_ANNOTATION)
         if ann and p.spec.node_name:
             taken.setdefault(p.spec.node_name, set()).add(ann)
-    done = 0
+    out = []
     for p in pods:
         if p.metadata.deletion_timestamp or not p.spec.node_name:
             continue
         if (p.metadata.annotations or {}).get(RESERVATION_ANNOTATION):
             continue
-        free = [u for u in _gpu_uuids(nodes_dir / p.spec.node_name) if u not in taken.get(p.spec.node_name, set())]
-        if not free:
-            continue
-        core.patch_namespaced_pod(p.metadata.name, RESERVATION_NAMESPACE,
-                                  {"metadata": {"annotations": {RESERVATION_ANNOTATION: free[0]}}})
-        taken.setdefault(p.spec.node_name, set()).add(free[0])
-        done += 1
-    return done
+        free = [u for u in uuids_of(p.spec.node_name) if u not in taken.get(p.spec.node_name, set())]
+        if free:
+            out.append((p.metadata.name, free[0]))
+            taken.setdefault(p.spec.node_name, set()).add(free[0])
+    return out
+
+
+def annotate(core: Any, assignments: list[tuple[str, str]]) -> int:
+    for name, uuid in assignments:
+        core.patch_namespaced_pod(name, RESERVATION_NAMESPACE, {"metadata": {"annotations": {RESERVATION_ANNOTATION: uuid}}})
+    return len(assignments)
+
+
+def annotate_reservations(core: Any, nodes_dir: Path) -> int:
+    """Give each unannotated reservation pod a GPU of its node that no other one holds."""
+    pods = core.list_namespaced_pod(RESERVATION_NAMESPACE).items
+    return annotate(core, reservation_assignments(pods, lambda node: _gpu_uuids(nodes_dir / node)))
 
 
 GPU_RESOURCE = "nvidia.com/gpu"
