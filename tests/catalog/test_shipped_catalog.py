@@ -20,7 +20,7 @@ SHIPPED = loader.load_catalog(REPO / "catalog")
 
 
 def test_the_shipped_bundles_are_there() -> None:
-    assert {("gpu-scheduling", "0.1.0"), ("gpu-scheduling", "0.2.0"), ("gpu-queueing", "0.2.0"),
+    assert {("gpu-scheduling", "0.1.0"), ("gpu-scheduling", "0.2.0"), ("gpu-scheduling", "0.2.1"), ("gpu-queueing", "0.2.0"),
             ("gpu-queueing", "0.3.0"), ("gpu-queueing", "0.4.0"), ("gpu-queueing", "0.4.1"),
             ("gpu-queueing", "0.4.2"), ("gpu-queueing", "0.4.3"), ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
     assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.3"  # what an unversioned certify takes
@@ -45,10 +45,37 @@ def test_every_shipped_bundle_renders_twice_identically(ref: str, profile: str) 
     assert a.digest == again.digest
 
 
-@pytest.mark.parametrize("ref", ["gpu-scheduling@0.1.0", "gpu-scheduling@0.2.0"])
-def test_validate_gpu_scheduling_sim_is_clean(capsys: pytest.CaptureFixture[str], ref: str) -> None:
-    assert main(["validate", ref, "--profile", "sim"]) == 0
+@pytest.mark.parametrize(("ref", "profile"), [("gpu-scheduling@0.1.0", "sim"), ("gpu-scheduling@0.2.0", "sim"),
+                                              ("gpu-scheduling@0.2.1", "kind")])
+def test_validate_gpu_scheduling_is_clean(capsys: pytest.CaptureFixture[str], ref: str, profile: str) -> None:
+    assert main(["validate", ref, "--profile", profile]) == 0
     assert "no findings" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("profile", ["sim", "h100-8x"])
+def test_gpu_scheduling_0_2_1_changes_nothing_but_the_kind_profile(profile: str) -> None:
+    old = render.render_bundle(SHIPPED, "gpu-scheduling@0.2.0", profile)
+    new = render.render_bundle(SHIPPED, "gpu-scheduling@0.2.1", profile)
+    assert [c.objects for c in new.components] == [c.objects for c in old.components]
+    assert (new.cluster, new.suite_params) == (old.cluster, old.suite_params)
+
+
+def test_gpu_scheduling_0_2_1_kind_reads_the_simulated_node_and_repairs_in_a_pod_on_it() -> None:
+    rb = render.render_bundle(SHIPPED, "gpu-scheduling@0.2.1", "kind")
+    assert rb.cluster == {"provider": "kind", "nodes": 4, "shape": "h100-80gb-x8"}  # fault_remediation needs 4
+    comps = {c.name: c for c in rb.components}
+    (dep,) = [o for o in comps["gpu-health"].objects if o.get("kind") == "Deployment"]
+    spec = dep["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert json.loads(env["GPU_HEALTH_ACTUATOR"])["kind"] == "pod"
+    (ds,) = [o for o in comps["gpu-health"].objects if o.get("kind") == "DaemonSet"]
+    paths = {v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"] if "hostPath" in v}
+    assert paths == {"/var/lib/gpu-catalog-node/dev/kmsg", "/var/lib/gpu-catalog-node/sys", "/var/lib/gpu-catalog-node"}
+    # KAI as the sim profile runs it (smaller requests on 2 cores)
+    sim = render.render_bundle(SHIPPED, "gpu-scheduling@0.2.1", "sim")
+    assert [c.objects for c in rb.components if c.name == "kai-scheduler"] == [
+        c.objects for c in sim.components if c.name == "kai-scheduler"]
 
 
 def test_seeded_bad_queue_field_fails_validation_naming_it(
