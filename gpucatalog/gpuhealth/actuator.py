@@ -6,8 +6,6 @@ Pluggable by configuration (``--actuator-config`` JSON, rendered by the chart fr
   exit 0 = repaired. On a real cluster the hook creates the site's reset/reboot job.
 * ``sim`` — the same, pointed at the sim cluster's fault-clearing hook: it "repairs" a simulated
   node by clearing the injected fault in the node's folder, so the real agent sees it heal.
-* ``pod`` — the same argv, run by a pod on the broken node (:mod:`.repairpod`): a site's GPU
-  reset or reboot job, where the controller runs elsewhere.
 * ``webhook`` (hardware repair only) — POST ``{"node", "action", "reason"}`` JSON to a ticket
   system; 2xx = ticket filed. The node then stays cordoned until a person resolves it.
 * no actuator for an action — the repair "fails", and the engine escalates.
@@ -24,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpucatalog.gpuhealth import hostexec, kube, repairpod
+from gpucatalog.gpuhealth import hostexec
 from gpucatalog.gpuhealth.errors import ConfigError, TemporaryError
 from gpucatalog.gpuhealth.xidpolicy import Action
 
@@ -91,12 +89,9 @@ class Router:
         return self.default.repair(node, action, reason)
 
 
-def from_config(cfg: Mapping[str, Any] | None, api: kube.Api | None = None, namespace: str = "",
-                template_configmap: str = "gpu-health-verify") -> Router:
-    """Build from ``{"kind": "command"|"sim"|"pod"|"none", "commands": {ACTION: [argv…]},
-    "timeoutSeconds": N, "pod": {…} (kind pod, see :mod:`.repairpod`),
-    "hardwareRepair": {"webhookUrl": URL} | {"command": [argv…]}}``; a ``pod`` actuator creates
-    its pods through ``api`` in ``namespace`` from the pod template in ``template_configmap``."""
+def from_config(cfg: Mapping[str, Any] | None) -> Router:
+    """Build from ``{"kind": "command"|"sim"|"none", "commands": {ACTION: [argv…]},
+    "timeoutSeconds": N, "hardwareRepair": {"webhookUrl": URL} | {"command": [argv…]}}``."""
     cfg = dict(cfg or {})
     kind = str(cfg.get("kind", "none"))
     commands = cfg.get("commands") or {}
@@ -109,15 +104,12 @@ def from_config(cfg: Mapping[str, Any] | None, api: kube.Api | None = None, name
             raise ConfigError(f"actuator commands: unknown action {key!r}") from exc
     timeout = float(cfg.get("timeoutSeconds", 300))
     default: Actuator
-    argvs = {k: [str(a) for a in v] for k, v in commands.items()}
     if kind in ("command", "sim"):
-        default = CommandActuator(argvs, timeout, name=kind)
-    elif kind == "pod":
-        default = repairpod.from_config(cfg, argvs, timeout, api, namespace, template_configmap)
+        default = CommandActuator({k: [str(a) for a in v] for k, v in commands.items()}, timeout, name=kind)
     elif kind == "none":
         default = CommandActuator({}, timeout, name="none")
     else:
-        raise ConfigError(f"actuator kind {kind!r}: expected command, sim, pod or none")
+        raise ConfigError(f"actuator kind {kind!r}: expected command, sim or none")
     hw_cfg = cfg.get("hardwareRepair") or {}
     hardware: Actuator | None = None
     if hw_cfg.get("webhookUrl"):

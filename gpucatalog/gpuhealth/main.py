@@ -211,11 +211,10 @@ def cmd_controller(a: argparse.Namespace) -> int:
         act_cfg: Any = json.loads(a.actuator_config) if a.actuator_config else {}
     except ValueError as exc:
         raise ConfigError(f"--actuator-config is not JSON: {exc}") from exc
-    api = kube.Api(kube.load(a.kubeconfig))
-    act = actuator.from_config(act_cfg, api, cfg.namespace, cfg.verify_configmap)
+    act = actuator.from_config(act_cfg)
     hook: slurm.SlurmHook = (slurm.ScontrolSlurm(tuple(shlex.split(a.scontrol)), a.slurm_reason_prefix)
                              if a.slurm == "scontrol" else slurm.NoSlurm(a.slurm_reason_prefix))
-    ctl = controller.Controller(api, cfg, act, hook)
+    ctl = controller.Controller(kube.Api(kube.load(a.kubeconfig)), cfg, act, hook)
     if a.once:
         plans = ctl.reconcile_once()
         print(json.dumps([{"node": p.node, "from": p.state_from, "to": p.state_to,

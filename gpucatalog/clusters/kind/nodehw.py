@@ -16,8 +16,8 @@ never replaced: a pod that mounts that one file keeps its inode.
 
 A repair runs on the node, as a real one would: the folder holds the readings it was seeded
 with (``healthy/``) and ``usr/sbin/gpu-catalog-sim-repair``, a SIMULATED GPU reset or reboot that
-puts them back and empties the kernel log. gpu-queueing's kind profile has gpu-health's ``pod``
-actuator run it in a pod on the broken node.
+puts them back and empties the kernel log. The kind profiles of gpu-queueing and gpu-scheduling
+have gpu-health's ``repair-pod`` hook run it in a pod on the broken node.
 """
 
 from __future__ import annotations
@@ -35,7 +35,12 @@ from gpucatalog.core import executor
 
 NODE_ROOT = "/var/lib/gpu-catalog-node"
 KMSG = "dev/kmsg"
-SYNCED = ("sim", "sys", "usr")  # every folder of the node folder but dev/, whose one file is the kernel log
+FAULTED = ("sim", "sys")  # the folders a fault changes (usr/ holds the programs, written once at seed)
+KMSG_NEW = ".kmsg.new"
+# Unpacks a fault's tar stream into the node folder ($1); the kernel log goes into the existing
+# file (`cat >` keeps its inode, which the agent's pod mounts). A constant script: the folder is
+# its one argument, never spliced into it.
+_UNPACK = 'tar -x -C "$1" && cat "$1/.kmsg.new" > "$1/dev/kmsg" && rm "$1/.kmsg.new"'
 HEALTHY = "healthy"  # the seeded readings a repair puts back (sim/ and sys/)
 REPAIR = "usr/sbin/gpu-catalog-sim-repair"
 
@@ -74,13 +79,18 @@ def seed(nodes: list[str], shape: shapes.Shape, state: Path, env: dict[str, str]
 
 
 def sync(node: str, state: Path, env: dict[str, str]) -> None:
-    """Copy the host's copy of ``node``'s folder into the node (after a fault changed it)."""
+    """Copy what a fault changes (readings, sysfs, kernel log) from the host's copy of ``node``'s
+    folder into the node, in one ``docker exec``: a tar stream unpacked there, the kernel log
+    written into the existing file."""
     folder = host_dir(state, node)
-    for sub in SYNCED:
-        if (folder / sub).is_dir():
-            executor.run(["docker", "cp", folder / sub, f"{node}:{NODE_ROOT}/"], env=env, timeout=60)
-    executor.run(["docker", "exec", "-i", node, "cp", "/dev/stdin", f"{NODE_ROOT}/{KMSG}"],
-                 input=(folder / KMSG).read_text(), env=env, timeout=60)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for sub in FAULTED:
+            if (folder / sub).is_dir():
+                tar.add(folder / sub, arcname=sub)
+        tar.add(folder / KMSG, arcname=KMSG_NEW)
+    executor.run(["docker", "exec", "-i", node, "sh", "-c", _UNPACK, "sh", NODE_ROOT], input=buf.getvalue(),
+                 env=env, timeout=60, text=False)
 
 
 def write_repair(folder: Path) -> None:
@@ -95,7 +105,7 @@ def write_repair(folder: Path) -> None:
 
 def pull(node: str, state: Path, env: dict[str, str]) -> None:
     """Take the node's readings and kernel log back into the host's copy (one ``tar`` stream)."""
-    out = executor.output_bytes(["docker", "exec", node, "tar", "-C", NODE_ROOT, "-cf", "-", "sim", "sys", KMSG],
+    out = executor.output_bytes(["docker", "exec", node, "tar", "-C", NODE_ROOT, "-cf", "-", *FAULTED, KMSG],
                                 env=env, timeout=60)
     with tarfile.open(fileobj=io.BytesIO(out)) as tar:
         tar.extractall(host_dir(state, node), filter="data")

@@ -1,7 +1,7 @@
 """Simulated node hardware on kind's workers, and what the evidence says about kind's stand-ins.
 
 The node folder is copied into each node container with ``docker cp`` and ``docker exec``; here a
-stand-in ``docker`` on PATH applies those two commands to a folder per node (what a node's root
+stand-in ``docker`` on PATH applies those commands to a folder per node (what a node's root
 file system would hold), so the test reads what a pod on the node would read. The kernel log
 must keep its inode through every fault and clear: a pod mounts that one file.
 Against real nodes: tests/clusters/kind/test_kind_live.py."""
@@ -22,7 +22,7 @@ from gpucatalog.clusters.kind import cluster, images, nodehw
 
 SHAPE = shapes.get("h100-80gb-x8")
 FAKE_DOCKER = '''#!{python}
-"""docker cp SRC NODE:DEST, docker exec -i NODE cp /dev/stdin DEST and docker exec NODE tar -C ROOT -cf - …,
+"""docker cp SRC NODE:DEST, docker exec NODE tar -C ROOT -cf - … and docker exec -i NODE sh -c SCRIPT sh ROOT,
 on <roots>/<NODE>/DEST."""
 import os, shutil, sys
 roots = {roots!r}
@@ -37,9 +37,8 @@ if args[0] == "cp":
     shutil.copytree(src, dest, dirs_exist_ok=True)
 elif args[0] == "exec" and args[2:4] == ["tar", "-C"]:  # tar -C ROOT -cf - PATHS…, run on the node's folder
     os.execvp("tar", ["tar", "-C", host(args[1] + ":" + args[4])] + args[5:])
-elif args[:2] == ["exec", "-i"] and args[3:5] == ["cp", "/dev/stdin"]:
-    with open(host(args[2] + ":" + args[5]), "w") as fh:  # in place: same inode, as cp(1) does
-        fh.write(sys.stdin.read())
+elif args[:2] == ["exec", "-i"] and args[3:5] == ["sh", "-c"]:  # sh -c SCRIPT sh ROOT, on the node's folder
+    os.execvp("sh", ["sh", "-c", args[5], args[6], host(args[2] + ":" + args[7])])
 else:
     sys.exit("unexpected docker call: " + " ".join(args))
 '''
