@@ -8,12 +8,13 @@ Shipped as its own image (``Dockerfile.gpu-health``) through ``charts/gpu-health
 * remediation decisions (pure): :mod:`engine`, :mod:`breaker`, :mod:`leader` (``next_spec``)
 * I/O: :mod:`probes`, :mod:`hostexec`, :mod:`kube`, :mod:`agent`, :mod:`controller`, :mod:`health`,
   :mod:`metrics` (per-GPU Prometheus metrics), :mod:`httpd` (their read-only HTTP server),
-  :mod:`actuator`, :mod:`slurm`; entry point :mod:`main`
+  :mod:`actuator`, :mod:`repairpod` (``gpu-health repair-pod``: a repair hook running in a pod on
+  the node), :mod:`slurm`; entry point :mod:`main`
 * tests only: :mod:`inject` (``gpu-health inject-xid``: synthetic XID lines for conformance runs)
 """
 
 __all__ = [
     "actuator", "agent", "breaker", "checks", "conditions", "controller", "engine", "errors", "findings",
     "health", "hostexec", "httpd", "inject", "kube", "leader", "main", "metrics", "parse_ib", "parse_kmsg", "parse_nvlink", "parse_nvsmi", "pci", "pcie",
-    "probes", "slurm", "xidpolicy",
+    "probes", "repairpod", "slurm", "xidpolicy",
 ]

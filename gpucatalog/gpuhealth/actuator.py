@@ -3,7 +3,9 @@
 Pluggable by configuration (``--actuator-config`` JSON, rendered by the chart from values):
 
 * ``command`` — run a hook per action (argv template with ``{node}``, ``{action}``, ``{reason}``);
-  exit 0 = repaired. On a real cluster the hook creates the site's reset/reboot job.
+  exit 0 = repaired. On a real cluster the hook creates the site's reset/reboot job; gpu-health
+  ships one such hook, ``gpu-health repair-pod`` (:mod:`.repairpod`), which runs the repair in a
+  pod on the broken node.
 * ``sim`` — the same, pointed at the sim cluster's fault-clearing hook: it "repairs" a simulated
   node by clearing the injected fault in the node's folder, so the real agent sees it heal.
 * ``webhook`` (hardware repair only) — POST ``{"node", "action", "reason"}`` JSON to a ticket

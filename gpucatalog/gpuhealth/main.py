@@ -40,6 +40,7 @@ from gpucatalog.gpuhealth import (
     metrics,
     pcie,
     probes,
+    repairpod,
     slurm,
 )
 from gpucatalog.gpuhealth.errors import ConfigError, GpuHealthError, ProbeError, RemediationError
@@ -359,6 +360,8 @@ def parser() -> argparse.ArgumentParser:
                          "kernel log is not written again, so a retried injection writes one line")
     ij.add_argument("--clear", action="store_true", help="take the synthetic XID lines back out")
     ij.set_defaults(fn=cmd_inject_xid)
+
+    repairpod.add_parser(sub)
     return p
 
 

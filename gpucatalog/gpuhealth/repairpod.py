@@ -1,27 +1,30 @@
-"""The ``pod`` actuator: a repair run by a pod on the broken node itself, as a site's GPU reset
-(``nvidia-smi -r`` in a pod on the node) or its reboot job would be run.
+"""``gpu-health repair-pod``: a repair run by a pod on the broken node itself, as a site's GPU
+reset (``nvidia-smi -r`` in a pod on the node) or its reboot job would be run.
 
-The pod is the chart's verification template (image, service account, pod security context,
-priority and runtime class), pinned to the node as the verification pod is, whose one container
-runs the action's argv instead of the probes. It mounts only the host paths the actuator
-configuration names, writable, since a repair changes the node. The repair succeeded when the
-container exited 0 within the timeout; its termination message (the log's tail, by
-``FallbackToLogsOnError``, so no ``pods/log`` permission is needed) is the detail.
+A ``command`` actuator hook (:mod:`.actuator`): the controller runs it for an action, and its
+exit status is the repair's. It creates the pod, waits for it and removes it. The pod is the
+chart's verification template (image, service account, pod security context, priority and
+runtime class, env), pinned to the node as the verification pod is. Its one container runs the
+argv after ``--`` instead of the probes, with only the ``--host-path`` folders mounted, writable,
+since a repair changes the node. The repair succeeded when the container exited 0 within
+``--timeout``. Its termination message (the log's tail, by ``FallbackToLogsOnError``, so no
+``pods/log`` permission is needed) is printed, and the controller records it as the detail::
 
-Configuration (``actuator`` values, ``kind: pod``)::
+    actuator:
+      kind: command
+      commands:
+        RESET_GPU: [python3, -m, gpucatalog.gpuhealth.main, repair-pod, --node, "{node}",
+                    --action, "{action}", --host-path, /dev, --privileged, --, nvidia-smi, -r]
 
-    commands: {RESET_GPU: [argv…], REBOOT: [argv…]}    # {node} {action} {reason} filled in
-    pod: {runAsUser: 0, privileged: false,
-          hostPaths: {NAME: {path: /host/dir, type: Directory, mountPath: /in/pod}}}
-
-Called by :func:`gpucatalog.gpuhealth.actuator.from_config`; the controller's Role already lets
-it create, read and delete pods in its own namespace (the verification pods).
+It runs in the controller's container, whose Role already lets it create, read and delete pods
+in its own namespace (the verification pods).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -152,14 +155,50 @@ def repair_pod(template: dict[str, Any], node: str, namespace: str, argv: Sequen
             "spec": spec}
 
 
-def from_config(cfg: Mapping[str, Any], commands: Mapping[str, Sequence[str]], timeout: float,
-                api: kube.Api | None, namespace: str, template_configmap: str) -> PodActuator:
-    pod_cfg = cfg.get("pod") or {}
-    if not isinstance(pod_cfg, dict):
-        raise ConfigError("actuator pod: expected an object with runAsUser, privileged, hostPaths")
-    for vol_name, hp in (pod_cfg.get("hostPaths") or {}).items():
-        if not isinstance(hp, dict) or not str(hp.get("path", "")).startswith("/"):
-            raise ConfigError(f"actuator pod.hostPaths.{vol_name}: needs an absolute path")
-    if api is None or not namespace:
-        raise ConfigError("actuator kind pod needs the controller's Kubernetes client and namespace")
-    return PodActuator(api, namespace, template_configmap, commands, pod_cfg, timeout)
+def add_parser(sub: Any) -> None:
+    """The ``repair-pod`` subcommand of ``gpu-health``."""
+    import argparse
+
+    rp = sub.add_parser(
+        "repair-pod", help="an actuator hook: run a repair in a pod on the node, exit 0 when it succeeded",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="example: gpu-health repair-pod --node gpu-3 --action RESET_GPU --host-path /var/lib/node "
+                    "--run-as-user 0 -- /var/lib/node/repair\n"
+                    "The pod is the verification template's (ConfigMap --template-configmap) pinned to the node; "
+                    "exit 0 when its container exited 0 within --timeout, 1 otherwise (the pod's message is printed).")
+    rp.add_argument("--node", required=True)
+    rp.add_argument("--action", required=True, choices=[a.name for a in Action])
+    rp.add_argument("--reason", default="")
+    rp.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or None,
+                    help="where the template is and the pod runs (default: $POD_NAMESPACE)")
+    rp.add_argument("--template-configmap", default="gpu-health-verify")
+    rp.add_argument("--host-path", action="append", default=[], metavar="DIR",
+                    help="a host folder the repair changes, mounted writable at the same path (repeatable)")
+    rp.add_argument("--run-as-user", type=int, default=None)
+    rp.add_argument("--privileged", action="store_true")
+    rp.add_argument("--timeout", type=float, default=240.0, help="seconds (keep it below the actuator's own)")
+    rp.add_argument("argv", nargs="+", help="the repair command, after --")
+    rp.set_defaults(fn=cmd_repair_pod)
+
+
+def pod_config(a: Any) -> dict[str, Any]:
+    """The pod settings of ``repair-pod``'s flags; a relative host path is refused."""
+    bad = [p for p in a.host_path if not p.startswith("/")]
+    if bad:
+        raise ConfigError(f"--host-path needs an absolute folder: {', '.join(bad)}")
+    cfg: dict[str, Any] = {"privileged": a.privileged,
+                           "hostPaths": {f"p{i}": {"path": p, "type": "Directory", "mountPath": p}
+                                         for i, p in enumerate(a.host_path)}}
+    if a.run_as_user is not None:
+        cfg["runAsUser"] = a.run_as_user
+    return cfg
+
+
+def cmd_repair_pod(a: Any) -> int:
+    if not a.namespace:
+        raise ConfigError("repair-pod needs --namespace (or $POD_NAMESPACE, which the chart sets)")
+    act = PodActuator(kube.Api(kube.load(a.kubeconfig)), a.namespace, a.template_configmap,
+                      {a.action: list(a.argv)}, pod_config(a), a.timeout)
+    result, detail = act.repair(a.node, Action[a.action], a.reason)
+    print(detail, flush=True)
+    return 0 if result == SUCCEEDED else 1

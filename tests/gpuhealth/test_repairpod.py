@@ -1,5 +1,6 @@
-"""The ``pod`` actuator against a recording API: the pod it asks for, and how it reads the
-outcome (exit 0, a failed repair, a pod that never ends, a pod of the same name still going)."""
+"""``gpu-health repair-pod`` (a command actuator hook) against a recording API: the pod it asks
+for, and how it reads the outcome (exit 0, a failed repair, a pod that never ends, a pod of the
+same name still going), and its command line."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpucatalog.gpuhealth import actuator, kube, repairpod
-from gpucatalog.gpuhealth.errors import ConfigError, TemporaryError
+from gpucatalog.gpuhealth import kube, main, repairpod
+from gpucatalog.gpuhealth.errors import TemporaryError
 from gpucatalog.gpuhealth.xidpolicy import Action
 
 TEMPLATE = {"apiVersion": "v1", "kind": "Pod",
@@ -21,9 +22,8 @@ TEMPLATE = {"apiVersion": "v1", "kind": "Pod",
                                      "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
                                      "volumeMounts": [{"name": "host-kmsg", "mountPath": "/host/dev/kmsg", "readOnly": True}],
                                      "resources": {"limits": {"memory": "64Mi"}}}]}}
-CONFIG = {"kind": "pod", "timeoutSeconds": 5,
-          "commands": {"RESET_GPU": ["/node/repair", "{node}", "{action}"]},
-          "pod": {"runAsUser": 0, "hostPaths": {"node": {"path": "/var/lib/node", "type": "Directory", "mountPath": "/node"}}}}
+ARGS = ["repair-pod", "--namespace", "gpu-health", "--node", "gpu-3", "--action", "RESET_GPU", "--timeout", "5",
+        "--host-path", "/var/lib/node", "--run-as-user", "0", "--", "/var/lib/node/repair", "now"]
 
 
 class FakeApi:
@@ -56,14 +56,15 @@ def exited(code: int, message: str) -> dict[str, Any]:
             "containerStatuses": [{"state": {"terminated": {"exitCode": code, "message": message}}}]}
 
 
-def make(api: FakeApi, clock: list[float] | None = None) -> actuator.Router:
-    router = actuator.from_config(CONFIG, api, "gpu-health")  # type: ignore[arg-type]
-    pod = router.default
-    assert isinstance(pod, repairpod.PodActuator)
+def make(api: FakeApi, clock: list[float] | None = None, args: list[str] = ARGS) -> repairpod.PodActuator:
+    """The actuator ``gpu-health repair-pod ARGS`` builds, on ``api`` and a fake clock."""
+    a = main.parser().parse_args(args)
+    pod = repairpod.PodActuator(api, a.namespace, a.template_configmap, {a.action: a.argv},  # type: ignore[arg-type]
+                                repairpod.pod_config(a), a.timeout)
     t = clock if clock is not None else [0.0]
     pod.clock = lambda: t[0]
     pod.sleep = lambda s: t.__setitem__(0, t[0] + s)
-    return router
+    return pod
 
 
 def test_repair_pod_runs_the_hook_on_the_node_and_reads_its_exit() -> None:
@@ -75,11 +76,11 @@ def test_repair_pod_runs_the_hook_on_the_node_and_reads_its_exit() -> None:
     assert spec["nodeName"] == "gpu-3" and spec["restartPolicy"] == "Never"
     assert spec["tolerations"] == [{"operator": "Exists"}]  # a cordoned, tainted node still runs it
     assert (spec["serviceAccountName"], spec["priorityClassName"]) == ("gpu-health-agent", "system-node-critical")
-    assert c["image"] == "gpu-health:1" and c["command"] == ["/node/repair", "gpu-3", "RESET_GPU"]
+    assert c["image"] == "gpu-health:1" and c["command"] == ["/var/lib/node/repair", "now"]
     assert "args" not in c and c["terminationMessagePolicy"] == "FallbackToLogsOnError"
     # only the configured host path, writable; none of the probes' read-only mounts
-    assert spec["volumes"] == [{"name": "repair-node", "hostPath": {"path": "/var/lib/node", "type": "Directory"}}]
-    assert c["volumeMounts"] == [{"name": "repair-node", "mountPath": "/node"}]
+    assert spec["volumes"] == [{"name": "repair-p0", "hostPath": {"path": "/var/lib/node", "type": "Directory"}}]
+    assert c["volumeMounts"] == [{"name": "repair-p0", "mountPath": "/var/lib/node"}]
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                     "privileged": False, "capabilities": {"drop": ["ALL"]},
                                     "runAsUser": 0, "runAsGroup": 0}
@@ -110,15 +111,23 @@ def test_no_hook_for_the_action_and_a_pod_still_terminating() -> None:
         make(FakeApi([{}], conflict=True)).repair("gpu-3", Action.RESET_GPU, "x")
 
 
-@pytest.mark.parametrize("cfg", [
-    {"kind": "pod", "pod": {"hostPaths": {"node": {"path": "relative"}}}},
-    {"kind": "pod", "pod": ["not", "an", "object"]},
+def test_the_hook_prints_the_pods_message_and_exits_with_the_repairs_result(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    apis = [FakeApi([exited(0, "restored")]), FakeApi([exited(4, "refused")])]
+    monkeypatch.setattr(repairpod.kube, "load", lambda _kc: None)
+    monkeypatch.setattr(repairpod.kube, "Api", lambda _client: apis.pop(0))
+    assert main.main(ARGS) == 0
+    assert capsys.readouterr().out == "pod gpu-health-repair-gpu-3 exit 0: restored\n"
+    assert main.main(ARGS) == 1
+    assert capsys.readouterr().out == "pod gpu-health-repair-gpu-3 exit 4: refused\n"
+
+
+@pytest.mark.parametrize("args", [
+    [a if a != "/var/lib/node" else "relative/dir" for a in ARGS],  # a host path must be absolute
+    [a for a in ARGS if a not in ("--namespace", "gpu-health")],  # no namespace and no $POD_NAMESPACE
 ])
-def test_bad_pod_configuration_is_refused(cfg: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError):
-        actuator.from_config(cfg, FakeApi([{}]), "gpu-health")  # type: ignore[arg-type]
-
-
-def test_pod_kind_needs_the_controllers_client() -> None:
-    with pytest.raises(ConfigError, match="Kubernetes client"):
-        actuator.from_config({"kind": "pod"})
+def test_bad_hook_arguments_exit_2(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    monkeypatch.setattr(repairpod.kube, "load", lambda _kc: None)
+    monkeypatch.setattr(repairpod.kube, "Api", lambda _client: FakeApi([{}]))
+    assert main.main(args) == 2

@@ -2,7 +2,7 @@
 node image built here from pinned sources. Real kubelets, containerd and runc: gpu-queueing 0.4.3
 certified on kind with 4 GPU workers (accelerator metrics from gpu-health's real agent reading the
 simulated node hardware; fault remediation, faults injected into that hardware and repaired by
-gpu-health's pod actuator in a pod on the broken node; DRA sharing through the stand-in kubelet
+gpu-health's repair-pod hook in a pod on the broken node; DRA sharing through the stand-in kubelet
 plugin the real kubelet registers and calls); then, on the kept cluster, a claim's CDI
 device reaching a container, and pods on different workers talking over the pod network and
 through a Service name resolved by CoreDNS.
@@ -103,8 +103,10 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
         # the repairs ran in pods on the broken nodes: the controller recorded each pod's message
         controller_log = "".join(core.read_namespaced_pod_log(p.metadata.name, "gpu-health") for p in
                                  core.list_namespaced_pod("gpu-health", label_selector="app.kubernetes.io/component=controller").items)
-        repairs = [line for line in controller_log.splitlines() if "repair finished" in line and "detail=pod " in line]
-        assert repairs and all("exit 0: simulated repair of gpucatalog-" in line for line in repairs), controller_log[-3000:]
+        repairs = [line for line in controller_log.splitlines() if "repair finished" in line
+                   and ("action=RESET_GPU" in line or "action=REBOOT" in line)]
+        assert repairs and all("detail=exit 0: pod gpu-health-repair-gpucatalog-" in line
+                               and "exit 0: simulated repair of gpucatalog-" in line for line in repairs), controller_log[-3000:]
         core.create_namespaced_pod("default", _pod("server", workers[0], ["python3", "-m", "http.server", "8080"],
                                                    {"app": "server"}))
         core.create_namespaced_service("default", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
