@@ -14,7 +14,8 @@ since a repair changes the node. The repair succeeded when the container exited 
       kind: command
       commands:
         RESET_GPU: [python3, -m, gpucatalog.gpuhealth.main, repair-pod, --node, "{node}",
-                    --action, "{action}", --host-path, /dev, --privileged, --, nvidia-smi, -r]
+                    --action, "{action}", "--reason={reason}", --host-path, /dev, --privileged, --,
+                    nvidia-smi, -r]
 
 It runs in the controller's container, whose Role already lets it create, read and delete pods
 in its own namespace (the verification pods).
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpucatalog.gpuhealth import kube
-from gpucatalog.gpuhealth.errors import ConfigError, RemediationError, TemporaryError
+from gpucatalog.gpuhealth.errors import ConfigError, RemediationError
 from gpucatalog.gpuhealth.xidpolicy import Action
 
 PREFIX = "gpu-health-repair-"
@@ -64,22 +65,26 @@ class PodActuator:
                               action.name, reason, self.pod)
         except (KeyError, ValueError, kube.NotFound) as exc:
             return FAILED, f"no pod template in ConfigMap {self.template_configmap}: {exc}"
+        deadline = self.clock() + self.timeout
         # a pod of the same name left by a repair that crashed mid-way is not this repair's result
         self.api.delete_pod(self.namespace, name, grace=0)
+        while True:
+            try:
+                self.api.create(pods, body)
+                break
+            except kube.Conflict:  # the old pod is still going away
+                if self.clock() >= deadline:
+                    return FAILED, f"repair pod {name}: an earlier pod of that name was still terminating after {self.timeout:g}s"
+                self.sleep(POLL_S)
         try:
-            self.api.create(pods, body)
-        except kube.Conflict as exc:  # the old pod is still going away
-            raise TemporaryError(f"repair pod {name} still terminating", delay=2) from exc
-        try:
-            return self._await(f"{pods}/{name}", name)
+            return self._await(f"{pods}/{name}", name, deadline)
         finally:
             try:
                 self.api.delete_pod(self.namespace, name, grace=0)
             except RemediationError:
                 pass  # the next repair of this node deletes it first
 
-    def _await(self, path: str, name: str) -> tuple[str, str]:
-        deadline = self.clock() + self.timeout
+    def _await(self, path: str, name: str, deadline: float) -> tuple[str, str]:
         phase = "Pending"
         while self.clock() < deadline:
             status = self.api.get(path).get("status") or {}

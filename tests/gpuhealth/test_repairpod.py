@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from gpucatalog.gpuhealth import kube, main, repairpod
-from gpucatalog.gpuhealth.errors import TemporaryError
 from gpucatalog.gpuhealth.xidpolicy import Action
 
 TEMPLATE = {"apiVersion": "v1", "kind": "Pod",
@@ -29,9 +28,9 @@ ARGS = ["repair-pod", "--namespace", "gpu-health", "--node", "gpu-3", "--action"
 class FakeApi:
     """Serves the template ConfigMap; the pod walks through ``phases`` on each read."""
 
-    def __init__(self, phases: list[dict[str, Any]], conflict: bool = False) -> None:
+    def __init__(self, phases: list[dict[str, Any]], conflicts: int = 0) -> None:
         self.phases = phases
-        self.conflict = conflict
+        self.conflicts = conflicts  # creates answered 409 (an earlier pod of that name still going)
         self.created: list[dict[str, Any]] = []
         self.deleted: list[str] = []
 
@@ -42,7 +41,8 @@ class FakeApi:
         return {"status": self.phases.pop(0) if len(self.phases) > 1 else self.phases[0]}
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        if self.conflict:
+        if self.conflicts:
+            self.conflicts -= 1
             raise kube.Conflict("409 AlreadyExists")
         self.created.append(body)
         return body
@@ -105,10 +105,15 @@ def test_repair_pod_that_never_ends_fails_at_the_timeout_and_is_removed() -> Non
     assert clock[0] >= 5.0 and len(api.deleted) == 2
 
 
-def test_no_hook_for_the_action_and_a_pod_still_terminating() -> None:
+def test_no_hook_for_the_action_and_an_earlier_pod_still_terminating() -> None:
     assert make(FakeApi([{}])).repair("gpu-3", Action.REBOOT, "x") == ("failed", "no pod hook configured for REBOOT")
-    with pytest.raises(TemporaryError, match="still terminating"):
-        make(FakeApi([{}], conflict=True)).repair("gpu-3", Action.RESET_GPU, "x")
+    # the earlier pod goes away after two tries: this repair then runs
+    api = FakeApi([exited(0, "ok")], conflicts=2)
+    assert make(api).repair("gpu-3", Action.RESET_GPU, "x")[0] == "succeeded" and len(api.created) == 1
+    # it never goes away: a failed repair once the timeout is spent, nothing created
+    api = FakeApi([{}], conflicts=10**6)
+    result, detail = make(api).repair("gpu-3", Action.RESET_GPU, "x")
+    assert result == "failed" and "still terminating after 5s" in detail and not api.created
 
 
 def test_the_hook_prints_the_pods_message_and_exits_with_the_repairs_result(
