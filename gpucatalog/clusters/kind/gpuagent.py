@@ -17,17 +17,16 @@ whose image here is a SIMULATED stand-in (pause). The evidence lists both as sim
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from gpucatalog.clusters.sim import nodeagent
+from gpucatalog.clusters.kind.nodehw import NODE_ROOT
+from gpucatalog.clusters.sim import nodeagent, nodefs
 
 NAMESPACE = "gpu-catalog-sim"
 NAME = "sim-gpu-agent"
-NODE_ROOT = "/var/lib/gpu-catalog-node"  # nodehw.NODE_ROOT (not imported: this runs in the image)
 GPU_SELECTOR = {"nvidia.com/gpu.present": "true"}
 
 
@@ -64,7 +63,7 @@ def manifests(image: str) -> list[dict[str, Any]]:
 def node_uuids(root: Path) -> list[str]:
     """The node's GPUs still on the bus, as its simulated nvidia-smi lists them."""
     try:
-        hw = json.loads((root / "sim" / "hw.json").read_text())
+        hw = nodefs.load_hw(root)
     except (OSError, ValueError):
         return []
     return [g["uuid"] for g in hw.get("gpus", []) if not g.get("fallen_off_bus")]

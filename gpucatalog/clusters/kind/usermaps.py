@@ -55,12 +55,4 @@ def mapped_images(binaries: Sequence[imagemap.MappedBinary], built: Sequence[ima
 
 def lines(facts: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """(live, not run) evidence lines, worded as the sim's."""
-    live, not_run = [], []
-    for m in facts:
-        what = (f"image {m['image']} -> {m['executable']} ({m['sha256']}, reports {m['version']}, user-supplied), "
-                "built into a local image")
-        if m["live"]:
-            live.append(what + ": ran in " + ", ".join(m["ran"]))
-        else:
-            not_run.append(what + ": mapped, but no pod ran it")
-    return live, not_run
+    return imagemap.evidence_lines(facts, ", built into a local image")

@@ -178,6 +178,20 @@ def refused(log: Path) -> dict[str, list[str]]:
     return out
 
 
+def evidence_lines(facts: Sequence[dict[str, Any]], how: str = "") -> tuple[list[str], list[str]]:
+    """(live, not run) evidence lines of mapped binaries' facts (``mapped_images`` of a provider);
+    ``how`` says how the binary ran where that is not a host process (kind: a local image)."""
+    live, not_run = [], []
+    for m in facts:
+        what = f"image {m['image']} -> {m['executable']} ({m['sha256']}, reports {m['version']}, user-supplied){how}"
+        if m["live"]:
+            live.append(what + ": ran in " + ", ".join(m["ran"]))
+        else:
+            not_run.append(what + ": mapped, but no pod ran it")
+        not_run += [what + f": a start refused: {why}" for why in m["refused"]]
+    return live, not_run
+
+
 def from_env() -> Path | None:
     """The overlay named by ``$GPU_CATALOG_IMAGE_MAP`` (unset or empty: none)."""
     value = os.environ.get(ENV, "").strip()

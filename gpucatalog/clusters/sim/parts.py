@@ -77,15 +77,7 @@ def mapped_images(lay: Layout, core: Any) -> list[dict[str, Any]]:
 
 
 def _binary_lines(lay: Layout, core: Any) -> tuple[list[str], list[str]]:
-    live, not_run = [], []
-    for m in mapped_images(lay, core):
-        what = f"image {m['image']} -> {m['executable']} ({m['sha256']}, reports {m['version']}, user-supplied)"
-        if m["live"]:
-            live.append(what + ": ran in " + ", ".join(m["ran"]))
-        else:
-            not_run.append(what + ": mapped, but no pod ran it")
-        not_run += [what + f": a start refused: {why}" for why in m["refused"]]
-    return live, not_run
+    return imagemap.evidence_lines(mapped_images(lay, core))
 
 
 def live(lay: Layout, core: Any) -> list[str]:
