@@ -53,6 +53,14 @@ def condition(n: dict[str, Any], ctype: str) -> dict[str, Any]:
     return {}
 
 
+def describe(n: dict[str, Any]) -> str:
+    """One line on where gpu-health left ``n``: what a timed-out wait adds to its reason, so a failed
+    case says which step the node was stuck in without the controller's log."""
+    shown = {k.removeprefix(PREFIX): v[:160] for k, v in annots(n).items()
+             if k.startswith(PREFIX) and k != FAULT_HISTORY}
+    return f"state {state(n)}, {'cordoned' if cordoned(n) else 'schedulable'}, annotations {shown}"
+
+
 def timeline(n: dict[str, Any]) -> dict[str, str]:
     """The controller's ``{state: ISO time}`` timeline annotation ({} when absent or unreadable)."""
     try:

@@ -18,6 +18,7 @@ from gpucatalog.validators.conformance.remediation import contract as rc
 Injector = Callable[..., Any]
 # gpu-health's chart defaults (charts/gpu-health/values.yaml), for a bundle that sets neither
 CHART_INTERVALS = {"agent": 10.0, "controller": 2.0}
+CHART_TIMEOUTS = {"repairTimeoutSeconds": 1200.0, "verifyTimeoutSeconds": 600.0}
 
 
 def no_injection(node: str, kind: str, **_kw: Any) -> Any:
@@ -54,6 +55,18 @@ class Env:
         seconds = values.get("intervalSeconds", CHART_INTERVALS[part])
         return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else CHART_INTERVALS[part]
 
+    def back_in_service_s(self) -> float:
+        """How long a drained node may take to be back in service: the controller's repair and
+        verification timeouts as installed (a shorter wait would fail a case while gpu-health is
+        still within its own bounds, as a loaded host's slow pod starts are), plus ten passes;
+        at least 120 s."""
+        values = ((self.ctx.params.get("bundle_values") or {}).get("gpu-health") or {}).get("controller") or {}
+        total = 0.0
+        for key, default in CHART_TIMEOUTS.items():
+            v = values.get(key, default)
+            total += float(v) if isinstance(v, int | float) and v > 0 else default
+        return max(120.0, total + self.passes(10))
+
     def passes(self, n: int, part: str = "controller") -> float:
         """How long ``n`` passes of ``part`` take (at least 1 s: one API round trip per pass)."""
         return max(1.0, n * self.cycle(part))
@@ -65,7 +78,17 @@ class Env:
         self.kube.request("PATCH", f"/api/v1/nodes/{name}", body, content_type="application/merge-patch+json")
 
     def wait_node(self, node: str, what: str, pred: Callable[[dict[str, Any]], bool], timeout: float) -> float:
-        base.wait_for(f"{node}: {what}", lambda: pred(self.node(node)), self.ctx.scaled(timeout))
+        """Wait until ``pred`` holds for ``node``; a timeout names the node's last state."""
+        last: dict[str, Any] = {}
+
+        def probe() -> bool:
+            last["node"] = self.node(node)
+            return pred(last["node"])
+
+        try:
+            base.wait_for(f"{node}: {what}", probe, self.ctx.scaled(timeout))
+        except base.WaitTimeout as exc:
+            raise base.WaitTimeout(f"{exc} (last seen: {rc.describe(last['node'])})") from None
         return time.time()
 
     def ensure_healthy(self, node: str, timeout: float = 90) -> None:

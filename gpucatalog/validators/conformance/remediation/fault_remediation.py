@@ -181,7 +181,8 @@ def case_xid79_full_cycle(env: remediation_env.Env, res: base.CaseResult) -> Non
         steps["evicted"] = rc.now_iso()
         if not k.request("GET", f"/api/v1/namespaces/{ns}/pods/elsewhere", ok404=True):
             raise base.CaseFailed("the pod on a healthy node was evicted too")
-        env.wait_node(node, "back in service (healthy, uncordoned)", lambda n: rc.state(n) == "healthy" and not rc.cordoned(n), 120)
+        env.wait_node(node, "back in service (healthy, uncordoned)", lambda n: rc.state(n) == "healthy" and not rc.cordoned(n),
+                      env.back_in_service_s())
         steps["uncordoned"] = rc.now_iso()
         tl = rc.timeline(env.node(node))
         for key in ("quarantined", "draining", "repairing", "verifying", "healthy"):
@@ -238,7 +239,8 @@ def case_pending_remap_gpu_reset(env: remediation_env.Env, res: base.CaseResult)
     info = _repair_path(env, res, "row-remap-pending", "RESET_GPU", env.nodes[1])
     node = info["node"]
     try:
-        env.wait_node(node, "back in service", lambda n: rc.state(n) == "healthy" and not rc.cordoned(n), 120)
+        env.wait_node(node, "back in service", lambda n: rc.state(n) == "healthy" and not rc.cordoned(n),
+                      env.back_in_service_s())
         res.details["back_in_service_s"] = round(time.time() - info["t0"], 2)
         res.details["controller_timeline"] = rc.timeline(env.node(node))
     finally:
@@ -261,7 +263,8 @@ def case_failed_remap_hardware_repair(env: remediation_env.Env, res: base.CaseRe
         # the technician replaces the GPU and marks the node resolved; gpu-health verifies and releases it
         env.clear(node)
         env.patch_node(node, {"metadata": {"annotations": {rc.RESOLVED: "true"}}})
-        env.wait_node(node, "released after resolution", lambda n: rc.state(n) == "healthy" and not rc.cordoned(n), 120)
+        env.wait_node(node, "released after resolution", lambda n: rc.state(n) == "healthy" and not rc.cordoned(n),
+                      env.back_in_service_s())
         res.details["released_after_resolution"] = True
     finally:
         env.cleanup(node)

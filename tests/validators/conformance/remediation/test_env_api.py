@@ -48,6 +48,30 @@ def test_kept_cluster_fault_history_is_forgotten_only_for_nodes_in_service(kubec
         kube.close()
 
 
+def test_a_wait_that_times_out_names_where_the_node_was_left(kubeconfig: Path) -> None:
+    tag = secrets.token_hex(3)
+    kube = kube_client.Kube(str(kubeconfig))
+    name = f"stuck-{tag}"
+    kube.request("POST", "/api/v1/nodes", {
+        "apiVersion": "v1", "kind": "Node", "spec": {"unschedulable": True},
+        "metadata": {"name": name, "labels": {"fr-test": tag, rc.STATE: "escalated"},
+                     "annotations": {rc.PREFIX + "escalation": "REBOOT failed", rc.FAULT_HISTORY: "[1]"}}})
+    nodes = [f"n{i}-{tag}" for i in range(3)]
+    for n in nodes:
+        kube.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                               "metadata": {"name": n, "labels": {"fr-test": tag}}})
+    try:
+        env = remediation_env.Env(base.SuiteContext(kubeconfig=kubeconfig, params={"node_selector": f"fr-test={tag}"}))
+        with pytest.raises(base.WaitTimeout) as exc:
+            env.wait_node(name, "back in service", lambda n: rc.state(n) == "healthy", 0.5)
+        assert str(exc.value).startswith(f"timed out after 0s waiting for {name}: back in service (last seen: "
+                                         "state escalated, cordoned, annotations {'escalation': 'REBOOT failed'})")
+    finally:
+        for n in [name, *nodes]:
+            kube.request("DELETE", f"/api/v1/nodes/{n}")
+        kube.close()
+
+
 def test_the_history_left_by_earlier_runs_is_what_sends_a_node_to_hardware_repair() -> None:
     """Why the suite forgets it: with recent faults on record the next one is a flapping node."""
     def action(annotations: dict[str, str]) -> Action:

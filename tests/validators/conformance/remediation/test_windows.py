@@ -40,3 +40,19 @@ def test_fallbacks_are_the_charts_own_defaults() -> None:
     chart = yaml.safe_load((Path(__file__).parents[4] / "charts" / "gpu-health" / "values.yaml").read_text())
     assert remediation_env.CHART_INTERVALS == {part: float(chart[part]["intervalSeconds"])
                                                for part in ("agent", "controller")}
+
+
+@pytest.mark.parametrize(("controller", "seconds"), [
+    ({"repairTimeoutSeconds": 120, "verifyTimeoutSeconds": 120, "intervalSeconds": 0.25}, 242.5),
+    ({"repairTimeoutSeconds": 30, "verifyTimeoutSeconds": 30, "intervalSeconds": 0.25}, 120.0),  # never under 120 s
+    ({}, 1820.0),  # the chart's 20 + 10 minutes and ten 2 s passes
+])
+def test_back_in_service_waits_as_long_as_the_controller_may_take(controller: dict[str, Any], seconds: float) -> None:
+    assert _env({"bundle_values": {"gpu-health": {"controller": controller}}}).back_in_service_s() == seconds
+
+
+def test_timeout_fallbacks_are_the_charts_own_defaults() -> None:
+    import yaml
+
+    chart = yaml.safe_load((Path(__file__).parents[4] / "charts" / "gpu-health" / "values.yaml").read_text())
+    assert remediation_env.CHART_TIMEOUTS == {k: float(chart["controller"][k]) for k in remediation_env.CHART_TIMEOUTS}
