@@ -29,7 +29,7 @@ SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"
 
 def job_body(p: kai_params.Params, name: str, queue: str, node: str, n: int, group: str = "job") -> dict[str, Any]:
     """A batch/v1 Job of ``n`` one-GPU pods on ``node`` that KAI must gang (batch-min-member)."""
-    template = kai_pods.pin(kai_pods.pod(p, "job", queue, group=group, gpus=1), [node])
+    template = kai_pods.pin(kai_pods.pod(p, "job", queue, group=group, gpus=1), [node] if node else [])
     template["metadata"].pop("name")
     template["spec"]["restartPolicy"] = "Never"
     return {"apiVersion": "batch/v1", "kind": "Job",
@@ -78,7 +78,7 @@ class KaiSpace:
         # skip-podgrouper: KAI's pod-grouper must not regroup pods that join an explicit PodGroup.
         pod = kai_pods.pod(self.p, f"{group}-{i}", self.queue[team], group=group, gpus=1, pod_group=group,
                            priority_class=self.p.preemptible_class, annotations={SKIP_PODGROUPER: "true"})
-        self.ws.create(kai_pods.pin(pod, [node]))
+        self.ws.create(kai_pods.pin(pod, [node] if node else []))
 
     def job(self, team: str, group: str, size: int, node: str) -> None:
         body = job_body(self.p, group, self.queue[team], node, size, group=group)

@@ -54,7 +54,10 @@ def pin(body: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
     """Restrict a pod to ``nodes`` by name (node affinity on metadata.name; needs no labels).
 
     One selector term per node: the API server accepts a single value for ``metadata.name``
-    ``In`` (``matchFields[0].values: must be only one value``), and terms are ORed."""
+    ``In`` (``matchFields[0].values: must be only one value``), and terms are ORed. No nodes: the
+    pod may go anywhere (the scale cases spread over the whole cluster)."""
+    if not nodes:
+        return body
     terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in nodes]
     body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": terms}}}

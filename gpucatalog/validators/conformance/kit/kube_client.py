@@ -94,11 +94,13 @@ class Kube:
         return True
 
     def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
-                content_type: str = "application/json", ok404: bool = False) -> dict[str, Any]:
+                content_type: str = "application/json", ok404: bool = False,
+                accept: str = "application/json") -> dict[str, Any]:
         """One API request as plain JSON (``{}`` for an empty body, or for 404 with ``ok404``);
-        any other non-2xx status becomes ``CaseFailed`` quoting the server's answer."""
+        any other non-2xx status becomes ``CaseFailed`` quoting the server's answer. ``accept``
+        may ask for another JSON form (e.g. a list of object metadata only)."""
         url = path + ("?" + urllib.parse.urlencode(query) if query else "")
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         params = self.api.param_serialize(method=method, resource_path=url, header_params=headers,

@@ -130,12 +130,12 @@ class KueueSpace:
             "terminationGracePeriodSeconds": 0,
             "priorityClassName": self.p.preemptible_class if preemptible else self.p.non_preemptible_class,
             "tolerations": [{"key": gpu_inventory.GPU, "operator": "Exists", "effect": "NoSchedule"}],
-            # one term per node (terms are ORed): a node-name field selector takes one value
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in nodes]}}},
             "containers": [{"name": "main", "image": self.p.workload_image, "resources": {
                 "requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {gpu_inventory.GPU: "1"}}}],
         }
+        if nodes:  # one term per node (terms are ORed): a node-name field selector takes one value
+            pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in nodes]}}}
         body = {"apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {"name": name, "labels": {QUEUE_LABEL: team, base.SUITE_LABEL: group}},
                 "spec": {"parallelism": size, "completions": size, "backoffLimit": 0, "suspend": True,
@@ -152,7 +152,7 @@ class KueueSpace:
     def gang(self, team: str, group: str, size: int, node: str, members: int | None = None) -> None:
         if members is not None and members != size:
             raise base.CaseFailed(f"a Kueue gang is one Job of all {size} pods; it cannot exist with {members}")
-        self._job(team, group, group, size, [node], True)
+        self._job(team, group, group, size, [node] if node else [], True)
 
     def gang_member(self, team: str, group: str, size: int, node: str, i: int) -> None:
         raise base.CaseFailed("a Kueue gang is one Job: members cannot be added one by one")

@@ -90,10 +90,11 @@ class Space(Protocol):
     def build(self, root: Dept) -> None: ...
     def submit(self, team: str, group: str, count: int, nodes: list[str], *, start: int = 0,
                preemptible: bool = True) -> None:
-        """``count`` independent one-GPU units of ``group`` in ``team``, pinned to ``nodes``."""
+        """``count`` independent one-GPU units of ``group`` in ``team``, pinned to ``nodes`` (none:
+        anywhere)."""
     def gang(self, team: str, group: str, size: int, node: str, members: int | None = None) -> None:
-        """One all-or-nothing group of ``size`` one-GPU pods on ``node``, the stack's own way,
-        with its first ``members`` pods only (default all; fewer only where ``partial_gangs``)."""
+        """One all-or-nothing group of ``size`` one-GPU pods on ``node`` ("": anywhere), the stack's
+        own way, with its first ``members`` pods only (default all; fewer only where ``partial_gangs``)."""
     def gang_member(self, team: str, group: str, size: int, node: str, i: int) -> None:
         """Member ``i`` of a gang made with fewer members (``partial_gangs`` stacks)."""
     def job(self, team: str, group: str, size: int, node: str) -> None:
