@@ -146,6 +146,7 @@ def _parse_bundle(doc: yamlfile.Document) -> model.Bundle:
             kustomize=p.get("kustomize", {}),
             cluster=p.get("cluster", {}),
             suite_params=p.get("suiteParams", {}),
+            suites=tuple(p.get("suites", [])),
         )
         for name, p in spec["profiles"].items()
     }

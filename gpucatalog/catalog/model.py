@@ -118,6 +118,9 @@ class Profile:
     cluster: dict[str, Any]
     # conformance suite name -> extra SuiteContext params on this target (timeouts, fault kind)
     suite_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the suites certification on this target runs instead of the bundle's (e.g. a large
+    # cluster's ``scale`` suite); empty: the bundle's
+    suites: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

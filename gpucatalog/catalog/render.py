@@ -91,7 +91,7 @@ def certification_contract(b: model.Bundle, profile: model.Profile) -> dict[str,
     shape and size, and the images a user may bring. Part of the lock, so of the digest: evidence
     made under other conditions does not prove the bundle as it is now."""
     return {
-        "suites": list(b.suites),
+        "suites": list(profile.suites or b.suites),
         "suiteParams": profile.suite_params,
         "cluster": profile.cluster,
         "userSuppliedImages": sorted(b.user_supplied_images),
@@ -224,7 +224,7 @@ def render_bundle(
         digest=digest,
         lock=lock,
         components=comps,
-        suites=b.suites,
+        suites=plan.profile.suites or b.suites,
         cluster=plan.profile.cluster,
         suite_params=plan.profile.suite_params,
     )

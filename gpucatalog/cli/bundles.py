@@ -111,6 +111,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         ],
         "profiles": sorted(b.profiles),
         "suites": list(b.suites),
+        # profiles that certify other suites than the bundle's (e.g. a large cluster's scale suite)
+        "profileSuites": {name: list(p.suites) for name, p in sorted(b.profiles.items()) if p.suites},
     }
     held = channel_status.holdings(cat, b.name, b.version)
     data["channels"] = [h.to_json() for h in held]
@@ -118,7 +120,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         common.print_json(data)
         return 0
     print(f"{b.ref}  {b.description}\nKubernetes {b.kube_version}; profiles: {', '.join(data['profiles'])}")
-    print(f"suites: {', '.join(b.suites) or '(none)'}\ninstall order:")
+    print(f"suites: {', '.join(b.suites) or '(none)'}")
+    for name, suites in data["profileSuites"].items():
+        print(f"  profile {name} certifies: {', '.join(suites)} (catalog certify {b.ref} --profile {name})")
+    print("install order:")
     for i, c in enumerate(data["components"], 1):
         print(f"  {i}. {c['name']}@{c['version']} -> namespace {c['namespace']}")
         for img in c["images"]:

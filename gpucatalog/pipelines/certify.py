@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +106,10 @@ def default_profile(kind: str) -> str:
     return {"sim": "sim", "kind": "kind"}.get(kind, "")
 
 
-def select_suites(bundle_suites: tuple[str, ...], wanted: tuple[str, ...]) -> list[str]:
+def select_suites(bundle_suites: tuple[str, ...], wanted: tuple[str, ...],
+                  other_profiles: Mapping[str, tuple[str, ...]] | None = None) -> list[str]:
+    """The suites to run: ``wanted`` (all of ``bundle_suites`` when empty), each declared for
+    this profile; a refusal names the profiles that do declare them (``other_profiles``)."""
     names = list(wanted or bundle_suites)
     unknown = [n for n in names if n not in SUITES]
     if unknown:
@@ -115,8 +118,11 @@ def select_suites(bundle_suites: tuple[str, ...], wanted: tuple[str, ...]) -> li
         )
     not_in_bundle = [n for n in names if n not in bundle_suites]
     if not_in_bundle:
+        hint = [f"--profile {p}" for p, suites in sorted((other_profiles or {}).items())
+                if set(not_in_bundle) <= set(suites)]
         raise errors.InputError(
-            f"suite(s) {', '.join(not_in_bundle)} are not declared by the bundle",
+            f"suite(s) {', '.join(not_in_bundle)} are not declared by the bundle"
+            + (f" for this profile; certify them with {' or '.join(hint)}" if hint else ""),
             field="--suite",
             expected=", ".join(bundle_suites),
         )
@@ -264,7 +270,9 @@ def run(cat: model.Catalog, opts: Options, say: Say) -> Outcome:
     release = releases.resolve(opts.kubernetes) if opts.kubernetes is not None else None
     say(f"rendering {opts.bundle} for profile {profile}")
     rb = render.render_bundle(cat, opts.bundle, profile)
-    suite_names = select_suites(rb.suites, opts.suites)
+    declared = cat.bundles[(rb.bundle, rb.version)].profiles
+    suite_names = select_suites(rb.suites, opts.suites,
+                                {n: p.suites for n, p in declared.items() if p.suites and n != profile})
     cluster_info: dict[str, Any] = {"provider": kind, "profile": profile}
     if release is not None:
         _check_range(rb, release, opts, cluster_info)
