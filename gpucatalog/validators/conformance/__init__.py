@@ -8,6 +8,7 @@ SUITES: dict[str, str] = {
     "fractional_gpu": "gpucatalog.validators.conformance.kai.fractional_gpu",
     "quota_reclaim": "gpucatalog.validators.conformance.queueing_suites.quota_reclaim",
     "gang": "gpucatalog.validators.conformance.queueing_suites.gang",
+    "scale": "gpucatalog.validators.conformance.queueing_suites.scale",
     "fault_remediation": "gpucatalog.validators.conformance.remediation.fault_remediation",
     "slurm": "gpucatalog.validators.conformance.slurm.suite",
     "gpu_sharing_dra": "gpucatalog.validators.conformance.dra.gpu_sharing_dra",

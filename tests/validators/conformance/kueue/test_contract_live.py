@@ -1,7 +1,9 @@
 """The queueing contract on a live Kueue (the pinned manager run by the sim kubelet, installed from
 the gpu-queueing bundle): the gang suite passes, and the contract can fail — a cohort without
 borrowing fails the borrowing case, preemption switched off fails reclaim, and Kueue's manager
-killed mid-case fails that case with the cause while the next one starts clean. On the same cluster,
+killed mid-case fails that case with the cause while the next one starts clean. The scale suite on
+all 16 GPUs: every case passes its thresholds, and every case fails a threshold tighter than what
+it measured. On the same cluster,
 the fill-every-GPU-then-one-more scenario (tests/clusters/sim/fill.py): the extra Job's pod stays
 Pending, Unschedulable, under kube-scheduler alone and under Kueue."""
 
@@ -23,7 +25,7 @@ from gpucatalog.validators.conformance.kit import base, kube_client
 from gpucatalog.validators.conformance.kueue import adapter as kueue_adapter
 from gpucatalog.validators.conformance.kueue import space as kueue_space
 from gpucatalog.validators.conformance.queueing import contract as queueing_contract
-from gpucatalog.validators.conformance.queueing_suites import gang
+from gpucatalog.validators.conformance.queueing_suites import gang, scale
 from tests.clusters.sim import fill
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -155,3 +157,47 @@ def test_every_gpu_full_then_one_more_stays_unschedulable_under_kueue(fill_ns: t
         assert "Insufficient nvidia.com/gpu" in seen["message"], seen
     finally:
         sp.cleanup()
+
+
+SCALE = {"jobs": 16, "teams": 2, "backlog": 1.5, "reclaim_samples": 3, "large_job_gpus": 8, "distributed_pods": 12,
+         "wait_seconds": 120, "poll_seconds": 0.5}
+
+
+def test_scale_suite_passes_its_thresholds_and_fails_tighter_ones(kueue_cluster: Path, bundle: render.RenderedBundle) -> None:
+    loose = {k: 300 for k in ("fill_s", "fill_with_backlog_s", "reclaim_one_gpu_p95_s", "large_job_reclaim_s",
+                              "distributed_job_s")}
+    result = scale.run(_ctx(kueue_cluster, bundle, **SCALE, thresholds=loose))
+    by_name = {c.name: c for c in result.cases}
+    assert result.result == "passed", [(c.name, c.reason) for c in result.cases]
+    fill = by_name["fill_single_gpu_jobs"].details
+    assert fill["units"] == fill["gpus"] == 16 and fill["peak_running"] == 16
+    # the report's plot: per team, units running over time, ending with the team's whole share
+    assert sorted(fill["series"]) == ["t0", "t1"] and all(pts[-1][1] == 8 for pts in fill["series"].values())
+    backlog = by_name["fill_with_backlog"].details
+    assert backlog["units"] == 24 and backlog["peak_running"] == 16
+    assert by_name["reclaim_one_gpu_when_full"].details["latency"]["count"] == 3
+    large = by_name["reclaim_large_job"].details
+    assert (large["quota_a"], large["quota_b"], large["job_pods"], large["a_left"]) == (8, 8, 8, 8)
+    assert by_name["distributed_job_allocation"].details["nodes"] == 2  # 12 pods need both nodes
+    figures = {n: c.details["figure"]["name"] for n, c in by_name.items() if "figure" in c.details}
+    assert sorted(figures.values()) == sorted(loose)
+    # a threshold no cluster meets (1 ms: one API round trip takes longer): every case fails, naming
+    # both figures; this time on a pool of one node's 8 GPUs, the other node cordoned for each case
+    tight = dict.fromkeys(loose, 0.001)
+    again = {c.name: c for c in scale.run(_ctx(kueue_cluster, bundle, **{**SCALE, "gpus": 8}, thresholds=tight)).cases}
+    assert again["preflight"].result == "passed"
+    for name, key in figures.items():
+        assert again[name].result == "failed", (name, again[name].reason)
+        assert again[name].reason.startswith(f"{key} ") and "above the bundle's threshold of 0.001s" in again[name].reason
+        assert again[name].details["pool"] == {"gpus": 8, "nodes": 1, "cordoned_nodes": 1}
+    assert again["fill_single_gpu_jobs"].details["units"] == 8
+    kube = kube_client.Kube(kueue_cluster)
+    assert not [n.metadata.name for n in kube.core.list_node().items if n.spec.unschedulable]  # uncordoned after
+    kube.close()
+
+def test_scale_suite_without_thresholds_fails_its_preflight_naming_the_field(
+        kueue_cluster: Path, bundle: render.RenderedBundle) -> None:
+    result = scale.run(_ctx(kueue_cluster, bundle, **SCALE))
+    pre = result.cases[0]
+    assert pre.result == "failed" and "suiteParams.scale.thresholds is missing" in pre.reason
+    assert {c.result for c in result.cases[1:]} == {"skipped"}
