@@ -117,6 +117,9 @@ def components(cfg: ClusterConfig, lay: Layout) -> list[Component]:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 f"--node-monitor-grace-period={cfg.node_monitor_grace_s}s", "--kube-api-qps=500", "--kube-api-burst=1000",
                 "--controllers=*,-cloud-node-lifecycle-controller,-node-route-controller,-service-lb-controller",
+                # 5 by default: each pod create waits on Kueue's pod webhook, so hundreds of Jobs
+                # unsuspended at once got their pods at 3 a second (the scale suite)
+                "--concurrent-job-syncs=50",
             ],
             f"https://127.0.0.1:{p['kube-controller-manager']}/healthz",
             "rest",
