@@ -11,6 +11,7 @@ import pytest
 from gpucatalog.catalog import loader, render
 from gpucatalog.cli import main
 from gpucatalog.gpuhealth import main as gh_main
+from gpucatalog.validators.conformance.queueing import scale
 
 pytestmark = pytest.mark.toolchain  # renders with the pinned helm
 
@@ -23,14 +24,16 @@ SHIPPED = loader.load_catalog(REPO / "catalog")
 def test_the_shipped_bundles_are_there() -> None:
     assert {("gpu-scheduling", "0.1.0"), ("gpu-scheduling", "0.2.0"), ("gpu-scheduling", "0.2.1"), ("gpu-queueing", "0.2.0"),
             ("gpu-queueing", "0.3.0"), ("gpu-queueing", "0.4.0"), ("gpu-queueing", "0.4.1"),
-            ("gpu-queueing", "0.4.2"), ("gpu-queueing", "0.4.3"), ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
-    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.3"  # what an unversioned certify takes
+            ("gpu-queueing", "0.4.2"), ("gpu-queueing", "0.4.3"), ("gpu-queueing", "0.4.4"),
+            ("slurm", "0.2.0")} <= set(SHIPPED.bundles)
+    assert SHIPPED.bundle_versions("gpu-queueing")[-1] == "0.4.4"  # what an unversioned certify takes
 
 
 @pytest.mark.parametrize(("version", "profile"), [("0.3.0", "sim"), ("0.3.0", "kind"), ("0.3.0", "h100-8x"),
                                                   ("0.4.0", "sim"), ("0.4.0", "upstream-e2e"), ("0.4.0", "h100-8x"),
                                                   ("0.4.1", "sim"), ("0.4.1", "upstream-e2e"), ("0.4.1", "h100-8x"),
-                                                  ("0.4.2", "sim"), ("0.4.2", "kind"), ("0.4.3", "kind")])
+                                                  ("0.4.2", "sim"), ("0.4.2", "kind"), ("0.4.3", "kind"),
+                                                  ("0.4.4", "kind"), ("0.4.4", "scale")])
 def test_validate_gpu_queueing_is_clean(capsys: pytest.CaptureFixture[str], version: str, profile: str) -> None:
     assert main(["validate", f"gpu-queueing@{version}", "--profile", profile, "--no-lint"]) == 0
     assert "no findings" in capsys.readouterr().out
@@ -53,13 +56,15 @@ def test_validate_gpu_scheduling_is_clean(capsys: pytest.CaptureFixture[str], re
     assert "no findings" in capsys.readouterr().out
 
 
-# releases that change only their kind profile: every other profile renders as the one before
+# releases that change only their kind profile (0.4.4 also adds the scale profile): every other
+# profile renders as the one before
 KIND_ONLY = [("gpu-queueing@0.4.1", "gpu-queueing@0.4.2"), ("gpu-queueing@0.4.2", "gpu-queueing@0.4.3"),
-             ("gpu-scheduling@0.2.0", "gpu-scheduling@0.2.1")]
+             ("gpu-queueing@0.4.3", "gpu-queueing@0.4.4"), ("gpu-scheduling@0.2.0", "gpu-scheduling@0.2.1")]
 
 
 @pytest.mark.parametrize(("old_ref", "new_ref", "profile"), [
-    (old, new, p) for old, new in KIND_ONLY for p in sorted(SHIPPED.bundles[tuple(new.split("@"))].profiles) if p != "kind"])
+    (old, new, p) for old, new in KIND_ONLY for p in sorted(SHIPPED.bundles[tuple(new.split("@"))].profiles)
+    if p in SHIPPED.bundles[tuple(old.split("@"))].profiles and p != "kind"])
 def test_a_kind_only_release_changes_nothing_but_the_kind_profile(old_ref: str, new_ref: str, profile: str) -> None:
     old = render.render_bundle(SHIPPED, old_ref, profile)
     new = render.render_bundle(SHIPPED, new_ref, profile)
@@ -161,8 +166,9 @@ def test_0_4_1_sim_keeps_the_controllers_on_a_cpu_node() -> None:
     assert not dep["spec"]["template"]["spec"].get("nodeSelector")
 
 
-def test_0_4_3_kind_runs_4_gpu_workers_and_repairs_in_a_pod_on_the_node() -> None:
-    rb = render.render_bundle(SHIPPED, "gpu-queueing@0.4.3", "kind")
+@pytest.mark.parametrize(("version", "timeout"), [("0.4.3", 60), ("0.4.4", 120)])
+def test_kind_runs_4_gpu_workers_and_repairs_in_a_pod_on_the_node(version: str, timeout: int) -> None:
+    rb = render.render_bundle(SHIPPED, f"gpu-queueing@{version}", "kind")
     assert rb.cluster == {"provider": "kind", "nodes": 4, "shape": "h100-80gb-x8"}  # fault_remediation needs 4
     (dep,) = [o for c in rb.components if c.name == "gpu-health" for o in c.objects if o.get("kind") == "Deployment"]
     env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -174,13 +180,27 @@ def test_0_4_3_kind_runs_4_gpu_workers_and_repairs_in_a_pod_on_the_node() -> Non
     hook = gh_main.parser().parse_args([a.format(node="w", action="REBOOT", reason="r") for a in argv[3:]])
     assert hook.argv == ["/var/lib/gpu-catalog-node/usr/sbin/gpu-catalog-sim-repair"]
     assert (hook.host_path, hook.run_as_user, hook.privileged) == (["/var/lib/gpu-catalog-node"], 0, False)
-    assert hook.timeout < act["timeoutSeconds"]  # the hook gives up before the actuator kills it
+    assert hook.timeout < act["timeoutSeconds"] == timeout  # the hook gives up before the actuator kills it
     # everything else of the profile is 0.4.2's
     old = render.render_bundle(SHIPPED, "gpu-queueing@0.4.2", "kind")
     assert [c.name for c in rb.components] == [c.name for c in old.components]
     for new_c, old_c in zip(rb.components, old.components, strict=True):
         if new_c.name != "gpu-health":
             assert new_c.objects == old_c.objects, new_c.name
+
+
+def test_0_4_4_scale_profile_certifies_only_the_scale_suite_on_500_nodes_without_per_node_agents() -> None:
+    rb = render.render_bundle(SHIPPED, "gpu-queueing@0.4.4", "scale")
+    assert rb.suites == ("scale",) and rb.lock["certification"]["suites"] == ["scale"]
+    assert rb.cluster["nodes"] == 500
+    assert set(rb.suite_params["scale"]["thresholds"]) == set(scale.THRESHOLDS.values())
+    scale.parse(rb.suite_params["scale"])  # valid as the suite reads it
+    daemonsets = [o for c in rb.components for o in c.objects if o.get("kind") == "DaemonSet"]
+    (ds,) = daemonsets  # the DRA plugin's, on no node: the selector's label is on none
+    assert ds["spec"]["template"]["spec"]["nodeSelector"]["gpu-catalog.dev/dra-plugin"] == "off"
+    # every other profile keeps the bundle's suites
+    assert render.render_bundle(SHIPPED, "gpu-queueing@0.4.4", "sim").suites == SHIPPED.bundles[
+        ("gpu-queueing", "0.4.4")].suites
 
 
 def test_0_4_2_kind_runs_the_dra_driver_shared_and_one_kueue_manager() -> None:

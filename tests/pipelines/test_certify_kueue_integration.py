@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 def test_certify_gpu_queueing_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     key = keys.generate(tmp_path / "keys", "ci")
-    # written where a matrix over tmp_path/"m" keeps the cell of 0.4.3 on the default release
-    evidence = tmp_path / "m" / "cells" / "gpu-queueing" / "0.4.3" / releases.minor(releases.default())
+    # written where a matrix over tmp_path/"m" keeps the cell of 0.4.4 on the default release
+    evidence = tmp_path / "m" / "cells" / "gpu-queueing" / "0.4.4" / releases.minor(releases.default())
     rc = main(["certify", "gpu-queueing", "--cluster", "sim",
                "--cluster-name", f"certq-{os.getpid()}", "--signing-key", str(key.private_path),
                "--evidence", str(evidence), "--json"])
@@ -36,7 +36,7 @@ def test_certify_gpu_queueing_main_job(tmp_path: Path, capsys: pytest.CaptureFix
     assert rc == 0 and out["result"] == "passed", failed
     assert set(suites) == {"static", "quota_reclaim", "gang", "accelerator_metrics", "fault_remediation", "gpu_sharing_dra",
                            "logs"}
-    assert (out["bundle"], out["version"]) == ("gpu-queueing", "0.4.3")  # the newest version
+    assert (out["bundle"], out["version"]) == ("gpu-queueing", "0.4.4")  # the newest version
     # Kueue's chart 0.2.0 (since 0.4.0): its integrations' RBAC proven by a log without a denial
     (kueue_logs,) = suites["logs"]["cases"]
     assert kueue_logs["name"] == "kueue-logs" and kueue_logs["details"]["logs_read"] >= 1
@@ -55,7 +55,7 @@ def test_certify_gpu_queueing_main_job(tmp_path: Path, capsys: pytest.CaptureFix
 
     # the same evidence, read back as a matrix cell: verified, green, nothing run again
     (cell,) = matrix.run(loader.load_catalog(), matrix.Options(
-        bundles=["gpu-queueing@0.4.3"], kubernetes=[releases.default()], out_dir=tmp_path / "m",
+        bundles=["gpu-queueing@0.4.4"], kubernetes=[releases.default()], out_dir=tmp_path / "m",
         signing_key=key.private_path, run=False), print)
     assert cell.cached and cell.status == "passed", cell.detail
     assert cell.digest == "sha256:" + statement["subject"][0]["digest"]["sha256"]

@@ -1,5 +1,5 @@
 """kind for real (``@pytest.mark.kind``): a cluster on the Docker engine `make setup` starts, its
-node image built here from pinned sources. Real kubelets, containerd and runc: gpu-queueing 0.4.3
+node image built here from pinned sources. Real kubelets, containerd and runc: gpu-queueing 0.4.4
 certified on kind with 4 GPU workers (accelerator metrics from gpu-health's real agent reading the
 simulated node hardware; fault remediation, faults injected into that hardware and repaired by
 gpu-health's repair-pod hook in a pod on the broken node; DRA sharing through the stand-in kubelet
@@ -53,6 +53,11 @@ def _wait_phase(core: Any, name: str, phases: set[str], timeout: float = 180) ->
     raise AssertionError(f"pod {name} not {phases} after {timeout} s: {pod.status if pod else None}")
 
 
+def _controller_log(core: Any) -> str:
+    return "".join(core.read_namespaced_pod_log(p.metadata.name, "gpu-health") for p in
+                   core.list_namespaced_pod("gpu-health", label_selector="app.kubernetes.io/component=controller").items)
+
+
 def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
         engine_up: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from kubernetes import client
@@ -63,14 +68,17 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
     prov = cluster.KindCluster(name)
     key = keys.generate(tmp_path / "keys", "ci")
     try:
-        rc = main(["certify", "gpu-queueing@0.4.3", "--cluster", "kind", "--cluster-name", name,
+        rc = main(["certify", "gpu-queueing@0.4.4", "--cluster", "kind", "--cluster-name", name,
                    "--suite", "accelerator_metrics", "--suite", "fault_remediation", "--suite", "gpu_sharing_dra",
                    "--keep-cluster",
                    "--signing-key", str(key.private_path), "--evidence", str(tmp_path / "ev"), "--json"])
         out = json.loads(capsys.readouterr().out)
         suites = {s["name"]: s for s in out["suites"]}
         failed = [(s, c["name"], c["reason"]) for s in suites.values() for c in s["cases"] if c["result"] != "passed"]
-        assert rc == 0 and out["result"] == "passed", failed
+        if failed:  # the cluster is kept: gpu-health's controller log says what it did, step by step
+            log = _controller_log(client.CoreV1Api(kubeapi.client_for(prov.kubeconfig())))
+            pytest.fail(f"{failed}\n--- gpu-health controller log (tail) ---\n{log[-6000:]}")
+        assert rc == 0 and out["result"] == "passed", out
         assert [c["name"] for c in suites["fault_remediation"]["cases"]] == [
             "agents_report_conditions", "idle_gpus_never_quarantined", "xid79_cordon_drain_repair_verify_uncordon",
             "application_xid_event_no_cordon", "pending_row_remap_gpu_reset", "failed_row_remap_hardware_repair",
@@ -101,8 +109,7 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
         workers = sorted(n.metadata.name for n in nodes if (n.status.allocatable or {}).get("nvidia.com/gpu") == "8")
         assert len(workers) == 4
         # the repairs ran in pods on the broken nodes: the controller recorded each pod's message
-        controller_log = "".join(core.read_namespaced_pod_log(p.metadata.name, "gpu-health") for p in
-                                 core.list_namespaced_pod("gpu-health", label_selector="app.kubernetes.io/component=controller").items)
+        controller_log = _controller_log(core)
         repairs = [line for line in controller_log.splitlines() if "repair finished" in line
                    and ("action=RESET_GPU" in line or "action=REBOOT" in line)]
         assert repairs and all("detail=exit 0: pod gpu-health-repair-gpucatalog-" in line
