@@ -1,11 +1,13 @@
 """The self-contained HTML report of a certification run: summary, per-suite case timelines,
-GPU allocation per node and the remediation state timeline, as inline SVG with inline CSS.
+GPU allocation per node, the remediation state timeline and the scale suite's fills (units
+running over time per team), as inline SVG with inline CSS.
 
 Called by ``evidence.write_evidence`` with the in-toto statement. The pictures are computed
 here (geometry as plain numbers) and drawn by ``templates/report.html.j2``; nothing is fetched
 from outside the file, so the report can be opened from a CI artifact on any machine. Pictures
 read the free-form case details the suites record: ``details["placements"] =
-[{pod, node, gpu, fraction}]`` and ``details["steps"] = [{state, t}]`` (``t`` in seconds).
+[{pod, node, gpu, fraction}]``, ``details["steps"] = [{state, t}]`` (``t`` in seconds) and
+``details["series"] = {team: [[t, running], ...]}``.
 """
 
 from __future__ import annotations
@@ -240,6 +242,37 @@ def remediation_timelines(suites: list[Mapping[str, Any]]) -> dict[str, Any] | N
             "legend": [{"state": k, "colour": v} for k, v in legend.items()]}
 
 
+FILL_H = 180  # plot height of one fill, px
+
+
+def fill_curves(suites: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One plot per case that recorded ``series``: a line per team, units running against seconds."""
+    plots = []
+    for s in suites:
+        for c in s.get("cases", []):
+            details = c.get("details") if isinstance(c.get("details"), Mapping) else {}
+            series = details.get("series")
+            # details are free-form: draw only {team: [[t, n], ...]} with numbers, never fail the report
+            if not isinstance(series, Mapping) or not series or not all(
+                    isinstance(pts, list) and pts and all(isinstance(p, list) and len(p) == 2
+                                                          and _number(p[0]) is not None and _number(p[1]) is not None
+                                                          for p in pts) for pts in series.values()):
+                continue
+            span = max(max(float(p[0]) for p in pts) for pts in series.values()) or 0.001
+            top = max(max(float(p[1]) for p in pts) for pts in series.values()) or 1.0
+            width = WIDTH - LABEL_W - 20
+            lines: list[dict[str, Any]] = []
+            for team, pts in sorted(series.items()):
+                xy = " ".join(f"{LABEL_W + float(t) / span * width:.1f},{20 + (1 - float(n) / top) * FILL_H:.1f}"
+                              for t, n in pts)
+                lines.append({"team": str(team), "points": xy, "colour": _PALETTE[len(lines) % len(_PALETTE)],
+                              "last": int(float(pts[-1][1]))})
+            plots.append({"suite": str(s.get("name")), "case": str(c.get("name")), "lines": lines,
+                          "ticks": _ticks(span, width), "top": int(top), "height": FILL_H + 40,
+                          "base_y": 20 + FILL_H})
+    return plots
+
+
 def render(statement: Mapping[str, Any]) -> str:
     pred = statement["predicate"]
     suites = pred.get("suites", [])
@@ -255,7 +288,7 @@ def render(statement: Mapping[str, Any]) -> str:
     return env.get_template("report.html.j2").render(
         pred=pred, subject=subject, counts=counts, colours=RESULT_COLOURS, width=WIDTH, label_w=LABEL_W,
         timelines=suite_timelines(suites), allocations=gpu_allocations(suites, pred.get("cluster", {})),
-        remediation=remediation_timelines(suites),
+        remediation=remediation_timelines(suites), fills=fill_curves(suites),
     )
 
 

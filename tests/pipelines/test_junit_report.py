@@ -45,6 +45,14 @@ def test_report_is_self_contained_and_draws_every_picture(suites: list[base.Suit
     assert "team-b pod still Pending" in html  # failure reason in the summary
 
 
+def test_a_fill_is_drawn_as_one_line_per_team() -> None:
+    case = base.CaseResult("fill_single_gpu_jobs", "passed", details={
+        "series": {"t0": [[0.0, 0], [5.0, 3], [10.0, 8]], "t1": [[0.0, 0], [5.0, 1], [10.0, 8]]}})
+    html = report.render(_statement([base.SuiteResult("scale", [case], 10.0)]))
+    assert "Units running over time" in html and "scale/fill_single_gpu_jobs" in html
+    assert html.count("<polyline") == 2 and "t0: 8 at the end" in html and "8 running" in html
+
+
 def test_report_escapes_untrusted_text() -> None:
     evil = {"name": "s", "cases": [{"name": "<script>alert(1)</script>", "result": "failed", "reason": "<b>x</b>",
                                     "details": {"placements": [{"pod": "<img>", "node": "n", "gpu": 0}]}}]}

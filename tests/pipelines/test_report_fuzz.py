@@ -36,8 +36,11 @@ PLACEMENT = st.fixed_dictionaries(
     },
 )
 STEP = st.fixed_dictionaries({}, optional={"state": ODD, "t": st.floats(allow_nan=True, allow_infinity=True) | ODD})
+POINT = st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.integers(min_value=-10**400, max_value=10**400) | ODD,
+                 max_size=3)
 DETAILS = st.fixed_dictionaries(
     {}, optional={"placements": st.lists(PLACEMENT, max_size=12) | ODD, "steps": st.lists(STEP, max_size=6) | ODD,
+                  "series": st.dictionaries(st.text(max_size=5), st.lists(POINT, max_size=4) | ODD, max_size=3) | ODD,
                   "node": ODD, "latency": ODD, "odd": ODD},
 )
 CASE = st.fixed_dictionaries({
