@@ -222,18 +222,17 @@ class Scale:
         n = min(self.p.jobs or free, free)
         if n < 1:
             raise base.CaseFailed("no free GPU to fill")
-        self.fill(res, n, n, "all {n} units to be scheduled")
+        self.fill(res, "fill_single_gpu_jobs", n, n, "all {n} units to be scheduled")
 
     def fill_with_backlog(self, res: base.CaseResult) -> None:
         g = self.free()
         if g < 1:
             raise base.CaseFailed("no free GPU to fill")
-        self.fill(res, math.ceil(self.p.backlog * g), g, "every one of the {n} free GPUs to run a unit")
+        self.fill(res, "fill_with_backlog", math.ceil(self.p.backlog * g), g, "every one of the {n} free GPUs to run a unit")
 
-    def fill(self, res: base.CaseResult, units: int, gpus: int, what: str) -> None:
+    def fill(self, res: base.CaseResult, case: str, units: int, gpus: int, what: str) -> None:
         """``units`` one-GPU units over the teams, whose quotas add up to ``gpus``; the case's
         figure is the time until ``gpus`` of them run (with a backlog, the rest stay held)."""
-        case = "fill_single_gpu_jobs" if units == gpus else "fill_with_backlog"
         k = max(1, min(self.p.teams, gpus))
         teams = [f"t{i}" for i in range(k)]
         quota = dict(zip(teams, shares(gpus, k), strict=True))
