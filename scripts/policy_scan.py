@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import hashlib
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -121,6 +123,26 @@ def render_all(out: Path) -> list[str]:
     return done
 
 
+def drop_repeats(root: Path) -> tuple[int, int]:
+    """Keep one copy of each component's manifests: many renders share a component's output
+    byte for byte (a release that changes one profile leaves the others as they were), and
+    checkov would judge each copy the same. A component folder whose files equal an earlier
+    one's of the same name is removed. Returns (component folders, kept)."""
+    seen: set[tuple[str, str]] = set()
+    total = 0
+    for folder in sorted(p for p in root.glob("*/*/*") if p.is_dir()):
+        total += 1
+        digest = hashlib.sha256()
+        for f in sorted(x for x in folder.rglob("*") if x.is_file()):
+            digest.update(f.relative_to(folder).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+        key = (folder.name, digest.hexdigest())
+        if key in seen:
+            shutil.rmtree(folder)
+        else:
+            seen.add(key)
+    return total, len(seen)
+
+
 def scan(checkov: Path, root: Path) -> Any:
     from gpucatalog.core import executor
 
@@ -145,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             root = a.keep or Path(tmp)
             t0 = time.monotonic()
             renders = render_all(root)
+            folders, kept = drop_repeats(root)
             t1 = time.monotonic()
             report = scan(a.checkov, root)
             t2 = time.monotonic()
@@ -154,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     left, stale = judge(fails, exceptions)
     by_check = Counter(f.check for f in fails)
-    print(f"policy scan (checkov): {len(renders)} renders ({', '.join(renders)})")
+    print(f"policy scan (checkov): {len(renders)} renders ({', '.join(renders)}); {kept} of their {folders} "
+          "component manifests scanned, the others identical to one of those (a failure names the first render)")
     print(f"  checks passed {passed}, failed {len(fails)} ({len(fails) - len(left)} under a reviewed exception "
           f"in {a.exceptions.relative_to(REPO) if a.exceptions.is_relative_to(REPO) else a.exceptions}), "
           f"unexcepted {len(left)}")

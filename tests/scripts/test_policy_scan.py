@@ -74,6 +74,22 @@ def test_report_paths_map_to_render_and_component(tmp_path: Path) -> None:
     assert fails == [ps.Failure("gpu-scheduling@0.1.0/sim", "gpu-health", "DaemonSet.ns.agent", "CKV_K8S_8", "Liveness")]
 
 
+def test_identical_component_manifests_are_scanned_once(tmp_path: Path) -> None:
+    def put(render: str, component: str, text: str) -> Path:
+        folder = tmp_path / render / component
+        folder.mkdir(parents=True)
+        (folder / "manifests.yaml").write_text(text)
+        return folder
+
+    first = put("gpu-queueing@0.4.3/sim", "kueue", "kind: Deployment\n")
+    same = put("gpu-queueing@0.4.4/sim", "kueue", "kind: Deployment\n")
+    other = put("gpu-queueing@0.4.4/kind", "kueue", "kind: Deployment\nspec: {}\n")
+    renamed = put("gpu-queueing@0.4.4/scale", "gpu-health", "kind: Deployment\n")  # same text, another component
+    (tmp_path / "gpu-queueing@0.4.4" / "sim" / "bundle.lock.json").write_text("{}")
+    assert ps.drop_repeats(tmp_path) == (4, 3)
+    assert first.is_dir() and not same.exists() and other.is_dir() and renamed.is_dir()
+
+
 @pytest.mark.skipif(not CHECKOV.is_file(), reason="checkov not installed: `make scan` creates .venv-scan")
 def test_real_checkov_fails_an_agent_without_probes_or_seccomp(render_chart: Any, tmp_path: Path) -> None:
     values = yaml.safe_load((REPO / "charts" / "gpu-health" / "ci" / "sim-values.yaml").read_text())
