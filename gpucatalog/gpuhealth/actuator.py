@@ -38,6 +38,27 @@ class Actuator(Protocol):
         ...
 
 
+PLACEHOLDERS = ("node", "action", "reason")
+
+
+def fill(template: Sequence[str], node: str, action: str, reason: str) -> list[str]:
+    """A hook's argv: ``{node}``, ``{action}`` and ``{reason}`` filled in, once (``{{``/``}}``
+    give literal braces). The values are never formatted again, so a reason with braces stays as
+    it is."""
+    return [part.format(node=node, action=action, reason=reason) for part in template]
+
+
+def check_template(where: str, template: Sequence[str]) -> None:
+    """ConfigError naming ``where`` and the part, for a template that :func:`fill` cannot fill."""
+    for part in template:
+        try:
+            part.format(**dict.fromkeys(PLACEHOLDERS, ""))
+        except (KeyError, IndexError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"{where}: {part!r} is not a valid template ({type(exc).__name__}: {exc}); "
+                              f"the placeholders are {{node}}, {{action}} and {{reason}}, and a literal "
+                              "brace is written twice ({{ or }})") from exc
+
+
 @dataclass
 class CommandActuator:
     commands: Mapping[str, Sequence[str]]
@@ -48,7 +69,7 @@ class CommandActuator:
         template = self.commands.get(action.name)
         if not template:
             return FAILED, f"no {self.name} hook configured for {action.name}"
-        argv = [part.format(node=node, action=action.name, reason=reason) for part in template]
+        argv = fill(template, node, action.name, reason)
         try:
             res = hostexec.run(argv, timeout=self.timeout)
         except hostexec.CommandError as exc:
@@ -104,6 +125,7 @@ def from_config(cfg: Mapping[str, Any] | None) -> Router:
             Action[key]
         except KeyError as exc:
             raise ConfigError(f"actuator commands: unknown action {key!r}") from exc
+        check_template(f"actuator commands.{key}", [str(a) for a in commands[key]])
     timeout = float(cfg.get("timeoutSeconds", 300))
     default: Actuator
     if kind in ("command", "sim"):
@@ -117,5 +139,6 @@ def from_config(cfg: Mapping[str, Any] | None) -> Router:
     if hw_cfg.get("webhookUrl"):
         hardware = WebhookActuator(str(hw_cfg["webhookUrl"]))
     elif hw_cfg.get("command"):
+        check_template("actuator hardwareRepair.command", [str(a) for a in hw_cfg["command"]])
         hardware = CommandActuator({"HARDWARE_REPAIR": [str(a) for a in hw_cfg["command"]]}, timeout, "ticket")
     return Router(default, hardware)

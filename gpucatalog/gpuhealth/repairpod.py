@@ -46,6 +46,8 @@ class PodActuator:
     api: kube.Api
     namespace: str
     template_configmap: str
+    # the repair's final argv per action: the command actuator that runs this hook filled in its
+    # placeholders already, so it is used as it is (formatting it again broke literal braces)
     commands: Mapping[str, Sequence[str]]
     pod: Mapping[str, Any] = field(default_factory=dict)
     timeout: float = 300.0
@@ -53,10 +55,9 @@ class PodActuator:
     sleep: Callable[[float], None] = time.sleep
 
     def repair(self, node: str, action: Action, reason: str) -> tuple[str, str]:
-        template = self.commands.get(action.name)
-        if not template:
+        argv = list(self.commands.get(action.name) or [])
+        if not argv:
             return FAILED, f"no pod hook configured for {action.name}"
-        argv = [part.format(node=node, action=action.name, reason=reason) for part in template]
         name = PREFIX + node
         pods = f"/api/v1/namespaces/{self.namespace}/pods"
         try:

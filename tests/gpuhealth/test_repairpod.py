@@ -136,3 +136,40 @@ def test_bad_hook_arguments_exit_2(args: list[str], monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(repairpod.kube, "load", lambda _kc: None)
     monkeypatch.setattr(repairpod.kube, "Api", lambda _client: FakeApi([{}]))
     assert main.main(args) == 2
+
+
+def test_the_command_actuators_fill_reaches_the_pod_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chart's hook as configured: the command actuator fills ``{node}`` and the rest, then
+    ``repair-pod`` runs that argv as it is. Literal braces (``{{x}}`` in the config) and a reason
+    holding braces reach the pod unchanged; they were formatted a second time, and broke, before."""
+    from gpucatalog.gpuhealth import actuator, hostexec
+
+    ran: list[list[str]] = []
+
+    def run(argv: list[str], timeout: float) -> hostexec.Completed:
+        ran.append(list(argv))
+        return hostexec.Completed(tuple(argv), 0, "", "")
+
+    monkeypatch.setattr(hostexec, "run", run)
+    act = actuator.from_config({"kind": "command", "commands": {"RESET_GPU": [
+        "gpu-health", "repair-pod", "--namespace", "gpu-health", "--node", "{node}", "--action", "{action}",
+        "--reason={reason}", "--", "sh", "-c", "echo {{x}} {node} >&2", "{reason}"]}})
+    reason = "XID 79 {pci: 0000:3b:00.0}"
+    assert act.repair("gpu-3", Action.RESET_GPU, reason)[0] == "succeeded"
+    hook = ran[0][1:]  # what gpu-health's command line receives
+    api = FakeApi([exited(0, "ok")])
+    assert make(api, args=hook).repair("gpu-3", Action.RESET_GPU, reason)[0] == "succeeded"
+    c = api.created[0]["spec"]["containers"][0]
+    assert c["command"] == ["sh", "-c", "echo {x} gpu-3 >&2", reason]
+    assert {"name": "GPU_HEALTH_REASON", "value": reason} in c["env"]
+
+
+@pytest.mark.parametrize("part", ["awk '{print $1}'", "{0}", "{node", "{node.x}"])
+def test_a_template_that_cannot_be_filled_is_refused_at_start_naming_the_action(part: str) -> None:
+    from gpucatalog.gpuhealth import actuator
+    from gpucatalog.gpuhealth.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"actuator commands\.RESET_GPU: .* literal brace is written twice"):
+        actuator.from_config({"kind": "command", "commands": {"RESET_GPU": ["sh", "-c", part]}})
+    with pytest.raises(ConfigError, match=r"hardwareRepair\.command"):
+        actuator.from_config({"kind": "none", "hardwareRepair": {"command": ["ticket", part]}})
