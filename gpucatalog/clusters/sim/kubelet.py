@@ -38,6 +38,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -77,8 +78,10 @@ MIN_GRACE_AFTER_HOOK_S = 2.0
 REFRESH_S = 2.0
 
 
-def is_sim_pod(pod: Any) -> bool:
-    return images.sim_runs([c.image or "" for c in pod.spec.containers], pod.metadata.annotations)
+def runs_here(pod: Mapping[str, Any]) -> bool:
+    """Whether this kubelet runs the pod (the API's plain JSON), not kwok (:func:`images.sim_runs`)."""
+    return images.sim_runs([c.get("image") or "" for c in (pod.get("spec") or {}).get("containers") or []],
+                           (pod.get("metadata") or {}).get("annotations"))
 
 
 # a base image's python (the python image) is the sim's own interpreter, wherever a command names it
@@ -489,10 +492,14 @@ class Kubelet:
         shutil.rmtree(run.dir, ignore_errors=True)
 
     def sync(self) -> None:
-        pods: list[Any] = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=", resource_version="0").items
+        found = kubeapi.plain_json(self.core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=",
+                                   resource_version="0")
+        # models only for the pods this kubelet runs: kwok's (most, at scale) are skipped as JSON
+        pods: list[Any] = [self.api.deserialize(json.dumps(p), "V1Pod", "application/json")
+                           for p in found.get("items") or [] if runs_here(p)]
         seen = set()
         for pod in pods:
-            if not is_sim_pod(pod) or nodefs.ensure(self.lay.nodes, pod.spec.node_name, self.cfg.name) is None:
+            if nodefs.ensure(self.lay.nodes, pod.spec.node_name, self.cfg.name) is None:
                 continue
             uid = pod.metadata.uid
             seen.add(uid)

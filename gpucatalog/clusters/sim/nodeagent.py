@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,29 +74,39 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_SHARE_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 
 
-def gpus_in_use(pods: list[Any]) -> dict[str, int]:
-    """Node -> number of GPUs its running pods use (whole GPUs requested, a share counts as one)."""
+def gpus_in_use(pods: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Node -> number of GPUs its running pods use (whole GPUs requested, a share counts as one).
+    ``pods`` are the API's JSON objects."""
     used: dict[str, int] = {}
     for p in pods:
-        if p.metadata.deletion_timestamp or not p.spec.node_name or (p.status and p.status.phase != "Running"):
+        meta, spec, status = p.get("metadata") or {}, p.get("spec") or {}, p.get("status") or {}
+        node = spec.get("nodeName")
+        if meta.get("deletionTimestamp") or not node or status.get("phase") != "Running":
             continue
         n = 0
-        for c in p.spec.containers or []:
-            res = c.resources
-            want = (((res.limits if res else None) or {}).get(GPU_RESOURCE)
-                    or ((res.requests if res else None) or {}).get(GPU_RESOURCE))
-            n += int(want or 0)
-        if not n and any(a in (p.metadata.annotations or {}) for a in GPU_SHARE_ANNOTATIONS):
+        for c in spec.get("containers") or []:
+            res = c.get("resources") or {}
+            n += int((res.get("limits") or {}).get(GPU_RESOURCE) or (res.get("requests") or {}).get(GPU_RESOURCE) or 0)
+        if not n and any(a in (meta.get("annotations") or {}) for a in GPU_SHARE_ANNOTATIONS):
             n = 1
         if n:
-            used[p.spec.node_name] = used.get(p.spec.node_name, 0) + n
+            used[node] = used.get(node, 0) + n
     return used
+
+
+def running_pods(core: Any) -> list[dict[str, Any]]:
+    """Every running pod as the API's plain JSON, from the API server's cache."""
+    from gpucatalog.core import kubeapi
+
+    found = kubeapi.plain_json(core.list_pod_for_all_namespaces, field_selector="status.phase=Running",
+                               resource_version="0")
+    return list(found.get("items") or [])
 
 
 def mark_busy(core: Any, nodes_dir: Path, cluster: str, known: dict[str, int]) -> int:
     """Make the first N GPUs of each node read busy, N = the GPUs its running pods use; ``known``
     (node -> N last written) keeps untouched nodes from being rewritten every second."""
-    used = gpus_in_use(core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items)
+    used = gpus_in_use(running_pods(core))
     changed = 0
     for node in set(used) | {n for n, c in known.items() if c}:
         count = used.get(node, 0)

@@ -14,6 +14,7 @@ import time
 import xml.etree.ElementTree as ET
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -203,16 +204,18 @@ def test_gpus_read_idle_until_work_runs_on_them(node_dir: Path) -> None:
 
 
 def test_gpus_in_use_counts_whole_gpus_and_shares() -> None:
-    from kubernetes import client as k
+    def pod(node: str, gpus: int = 0, phase: str = "Running", ann: dict[str, str] | None = None,
+            requests: bool = False, gone: bool = False) -> dict[str, Any]:
+        res = {("requests" if requests else "limits"): {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+        meta: dict[str, Any] = {"name": "p", "annotations": ann}
+        if gone:
+            meta["deletionTimestamp"] = "2026-12-05T00:00:00Z"
+        return {"metadata": meta, "spec": {"nodeName": node, "containers": [{"name": "c", "resources": res}]},
+                "status": {"phase": phase}}
 
-    def pod(node: str, gpus: int = 0, phase: str = "Running", ann: dict[str, str] | None = None) -> k.V1Pod:
-        res = k.V1ResourceRequirements(limits={"nvidia.com/gpu": str(gpus)} if gpus else None)
-        return k.V1Pod(metadata=k.V1ObjectMeta(name="p", annotations=ann),
-                       spec=k.V1PodSpec(node_name=node, containers=[k.V1Container(name="c", resources=res)]),
-                       status=k.V1PodStatus(phase=phase))
-
-    pods = [pod("a", 2), pod("a", 4), pod("b", ann={"gpu-fraction": "0.5"}), pod("c"), pod("d", 8, "Pending")]
-    assert nodeagent.gpus_in_use(pods) == {"a": 6, "b": 1}
+    pods = [pod("a", 2), pod("a", 4), pod("b", ann={"gpu-fraction": "0.5"}), pod("c"), pod("d", 8, "Pending"),
+            pod("e", 1, requests=True), pod("f", 2, gone=True), {"metadata": {}, "spec": {}, "status": {}}]
+    assert nodeagent.gpus_in_use(pods) == {"a": 6, "b": 1, "e": 1}
 
 
 def test_fault_bad_input(node_dir: Path, tmp_path: Path) -> None:
