@@ -32,6 +32,7 @@ from gpucatalog.clusters.sim import (
     parts,
     ports,
     procs,
+    relay,
     services,
     stages,
 )
@@ -42,6 +43,7 @@ from gpucatalog.core import errors, executor, kubeapi
 from gpucatalog.toolchain import build, releases
 
 MAX_NODES = 10000
+MAX_SOCKET_PATH = 107  # Linux: a unix socket's path, without its closing NUL byte
 TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # kubelet: every node's kubelet API (the sim kubelet's exec, the rest relayed to kwok's server)
 PORT_NAMES = ("etcd", "etcd_peer", "apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubelet")
@@ -104,6 +106,12 @@ class SimCluster(
         if restart not in RESTART_POLICIES:
             raise errors.InputError(f"unknown restart policy {restart!r}", field="restart",
                                     expected=", ".join(RESTART_POLICIES))
+        longest = max((egress.socket_path(self.layout), relay.control_path(self.layout)), key=lambda p: len(bytes(p)))
+        if len(bytes(longest)) > MAX_SOCKET_PATH:
+            # the kernel's limit: a socket under a deeper folder cannot be bound
+            raise errors.InputError(f"the cluster's folder is too deep for its unix socket {longest} "
+                                    f"({len(bytes(longest))} bytes)", field="GPU_CATALOG_CACHE",
+                                    expected=f"a folder whose cluster sockets stay within {MAX_SOCKET_PATH} bytes")
         with _starting(self.name):
             if self.running():
                 raise errors.ConflictError(f"cluster {self.name!r} is already running",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -233,15 +235,20 @@ def _cache_with_idle_kwok(root: Path) -> Path:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("sig, rc", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
                          ids=["ctrl-c", "sigterm", "sighup"])
-def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int, rc: int) -> None:
+def test_ctrl_c_during_up_leaves_no_orphans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
+                                           sig: int, rc: int) -> None:
     """Ctrl-C (and SIGTERM, as CI cancellation sends, and SIGHUP) while ``up`` waits for its nodes. Deterministic on a busy machine: kwok is an idle
     stand-in, so no node ever becomes Ready and ``up`` waits until interrupted (a frozen real
     kwok was not enough: under load the test read "creating 50 …" after kwok had readied every
     node and ``up`` had exited 0). The interrupt is sent on that line; the cluster is torn down
     whatever happens."""
     root = Path(__file__).resolve().parents[2]
-    cache = _cache_with_idle_kwok(tmp_path / "cache")
-    monkeypatch.setenv("GPU_CATALOG_CACHE", str(cache))  # the cluster's state lives there too
+    # the cluster's state lives in the cache too: a short folder, as pytest's own under a worker's
+    # can be too deep for the cluster's unix sockets (up then refuses it)
+    short = Path(tempfile.mkdtemp(prefix="gc-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(short, ignore_errors=True))
+    cache = _cache_with_idle_kwok(short / "cache")
+    monkeypatch.setenv("GPU_CATALOG_CACHE", str(cache))
     name = f"ctrlc-{os.getpid()}"
     # Ctrl-C as a terminal delivers it: a run of the tests started in the background by a
     # non-interactive shell ignores SIGINT, and a Python started with SIGINT ignored keeps ignoring

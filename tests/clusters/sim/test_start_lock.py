@@ -28,3 +28,16 @@ def test_a_second_up_of_a_name_being_started_is_refused_and_touches_nothing(
     assert "cluster 'twice' is being started by another process" in capsys.readouterr().err
     assert (c.layout.root / "first-start.txt").read_text() == "the first start's state"
     assert sorted(p.name for p in c.layout.root.iterdir()) == ["first-start.txt"]
+
+
+def test_a_cache_too_deep_for_the_clusters_sockets_is_refused_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The kernel binds no unix socket whose path is over 107 bytes: ``up`` used to start the
+    control plane and then fail in the egress proxy with ``AF_UNIX path too long``."""
+    deep = tmp_path / ("d" * 60) / "cache"
+    monkeypatch.setenv("GPU_CATALOG_CACHE", str(deep))
+    rc = cli.main(["cluster", "up", "--name", "deep", "--nodes", "2"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "the cluster's folder is too deep for its unix socket" in err and "GPU_CATALOG_CACHE" in err
+    assert not deep.exists()  # nothing written
