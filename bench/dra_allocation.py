@@ -14,23 +14,37 @@ many new ones. Prints:
 * ``churn_claims_per_s`` and ``churn_latency_p50/p95_s``: the same for the pods created while
   others are deleted (each new pod can only take a share a deleted one freed);
 * ``rss_mib``: resident memory of etcd, kube-apiserver, kube-scheduler and
-  kube-controller-manager at full load.
+  kube-controller-manager at full load;
+* ``cpu_s``: CPU seconds each process of the cluster (and this one) used during the fill: where
+  the two cores went;
+* with ``--upstream``: kube-scheduler's own DRA throughput on this machine first, from upstream's
+  scheduler_perf (default workload ``SchedulingWithResourceClaimTemplate/2000pods_100nodes``:
+  1,000 pods with one claim each on 100 nodes, after 1,000 placed), and ``fill_vs_upstream``,
+  the fill's claims/s over its pods/s. Its shape differs from the fill's (whole devices of a test
+  driver, not shares of GPU memory; no kubelet, resource-claim controller or network hop): the
+  ratio says how much of the scheduler's own rate the sim delivers end to end.
 
     PYTHONPATH=. python3 bench/dra_allocation.py                 # 100 nodes, 4 claims per GPU
     PYTHONPATH=. python3 bench/dra_allocation.py --nodes 10 --rounds 2
+    PYTHONPATH=. python3 bench/dra_allocation.py --rounds 0 --upstream   # against scheduler_perf
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import urllib3
+import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from gpucatalog.clusters import shapes
 from gpucatalog.clusters.sim import SimCluster, dra, drapublisher, nodefs, procs
@@ -40,6 +54,7 @@ from gpucatalog.validators.conformance.dra import workspace as dra_workspace
 
 SHAPE = "h100-80gb-x8"
 NS = "bench-dra"
+UPSTREAM_PKG = "test/integration/scheduler_perf/dra"
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 
 
@@ -49,24 +64,59 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 class Binds:
-    """Polls the namespace's pods (every 0.25 s) and records when each was first seen bound."""
+    """Watches the namespace's pods and records when each was first seen bound.
+
+    A watch, each event parsed once for two fields. Polling the whole list every quarter second,
+    as this bench first did, cost O(pods) a poll: at 3,200 pods it used 32 CPU-s of a 93 s fill
+    on the two cores the cluster shares (4 with the watch), and the fill ran at 34 claims/s
+    instead of 42 (docs/dra.md)."""
 
     def __init__(self, core: Any) -> None:
         self.bound: dict[str, float] = {}
         self.lock = threading.Lock()
+        self.core = core
         self.stop = False
-        self.thread = threading.Thread(target=self._run, args=(core,), daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def _run(self, core: Any) -> None:
+    def _catch_up(self) -> str:
+        """Records every pod bound now; the resource version to watch from."""
+        listed = self.core.list_namespaced_pod(NS)
+        now = time.monotonic()
+        with self.lock:
+            for p in listed.items:
+                if p.spec.node_name:
+                    self.bound.setdefault(p.metadata.name, now)
+        return str(listed.metadata.resource_version)
+
+    def _run(self) -> None:
+        rv = self._catch_up()
         while not self.stop:
-            pods = core.list_namespaced_pod(NS, resource_version="0").items
-            now = time.monotonic()
-            with self.lock:
-                for p in pods:
-                    if p.spec.node_name:
-                        self.bound.setdefault(p.metadata.name, now)
-            time.sleep(0.25)
+            try:
+                rv = self._watch(rv)
+            except (urllib3.exceptions.HTTPError, ApiException):
+                if self.stop:  # the cluster is going down
+                    return
+                rv = self._catch_up()  # a dropped stream: what it missed, then watch again
+
+    def _watch(self, rv: str) -> str:
+        resp = self.core.list_namespaced_pod(NS, watch=True, resource_version=rv, allow_watch_bookmarks=True,
+                                             timeout_seconds=60, _preload_content=False)
+        try:
+            for line in resp:
+                if not line.strip():
+                    continue
+                ev = json.loads(line)
+                obj = ev.get("object") or {}
+                if ev.get("type") == "ERROR":  # expired: a list catches up, then watch from there
+                    return self._catch_up()
+                rv = obj["metadata"]["resourceVersion"]
+                if (obj.get("spec") or {}).get("nodeName"):
+                    with self.lock:
+                        self.bound.setdefault(obj["metadata"]["name"], time.monotonic())
+        finally:
+            resp.release_conn()
+        return rv
 
     def wait(self, names: list[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -105,13 +155,79 @@ def _rss_mib(c: SimCluster) -> dict[str, float]:
     return out
 
 
+def _cpu_s(c: SimCluster) -> dict[str, float]:
+    """CPU seconds (user + system) each of the cluster's processes and this one have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pidfile in sorted(c.layout.pids.glob("*.pid")):
+        rec = procs.read(pidfile)
+        try:
+            fields = Path(f"/proc/{rec.pid}/stat").read_text().rsplit(")", 1)[1].split() if rec else []
+        except OSError:
+            continue  # exited since: its share is not counted
+        if fields:
+            out[pidfile.stem] = (int(fields[11]) + int(fields[12])) / tick
+    t = os.times()
+    out["bench (this process)"] = t.user + t.system
+    return out
+
+
+def _cpu_line(before: dict[str, float], after: dict[str, float], wall: float) -> str:
+    used = {k: after[k] - before.get(k, 0.0) for k in after}
+    top = sorted(used.items(), key=lambda kv: -kv[1])
+    return (f"cpu_s over {wall:.1f}s (2 cores = {2 * wall:.0f} cpu-s): "
+            + " ".join(f"{k}={v:.1f}" for k, v in top if v >= 0.05) + f" total={sum(used.values()):.1f}")
+
+
+def upstream_fill(workload: str) -> tuple[int, float, float]:
+    """kube-scheduler's own DRA throughput on this machine: ``workload`` (``TestCase/workload``) of
+    upstream's scheduler_perf DRA benchmarks, run by their test binary built from the pinned
+    Kubernetes release (toolchain group ``scheduler-perf-dra``; an API server and the scheduler in
+    one process on etcd, pods created by the benchmark, no kubelet). Returns the pods it measured,
+    its SchedulingDuration and its SchedulingThroughput/Average."""
+    case, name = workload.split("/", 1)
+    binary = build.ensure("scheduler-perf-dra", progress=lambda m: print(m, flush=True))
+    etcd = build.ensure("etcd")
+    pkg = build.module_dir("k8s.io/kubernetes", build.group_of("scheduler-perf-dra").version) / UPSTREAM_PKG
+    measured = None
+    for tc in yaml.safe_load((pkg / "performance-config.yaml").read_text()):
+        for w in tc["workloads"] if tc["name"] == case else []:
+            if w["name"] == name:
+                measured = int(w["params"]["measurePods"])
+    if measured is None:
+        raise SystemExit(f"{workload}: no such workload in {pkg / 'performance-config.yaml'}")
+    with tempfile.TemporaryDirectory() as out:
+        proc = executor.run([binary, "-test.run=^$", f"-test.bench=^BenchmarkPerfScheduling$/^{case}$/^{name}$",
+                             "-test.benchtime=1x", "-test.timeout=30m", "-data-items-dir", out,
+                             "-perf-scheduling-label-filter="], cwd=pkg,
+                            env={"PATH": f"{etcd.parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    for line in proc.stdout.splitlines():
+        if line.startswith(f"BenchmarkPerfScheduling/{workload}"):
+            fields = line.split()[2:]
+            metrics = {unit: float(value) for value, unit in zip(fields[::2], fields[1::2], strict=True)}
+            return measured, metrics["SchedulingDuration/Duration"], metrics["SchedulingThroughput/Average"]
+    raise SystemExit(f"scheduler_perf printed no result for {workload}:\n{proc.stdout[-2000:]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=100)
-    ap.add_argument("--claims-per-gpu", type=int, default=4)
+    ap.add_argument("--claims-per-gpu", type=int, default=4, help="shares per GPU (shared mode)")
+    ap.add_argument("--mode", choices=("shared", "exclusive"), default="shared",
+                    help="shared: GPUs published with consumable memory, claims of 1/K of it; exclusive: one "
+                         "whole-GPU claim per GPU (the shape of scheduler_perf's SchedulingWithResourceClaimTemplate)")
     ap.add_argument("--rounds", type=int, default=5, help="churn rounds")
     ap.add_argument("--churn", type=float, default=0.1, help="fraction of the pods replaced per round")
+    ap.add_argument("--upstream", metavar="CASE/WORKLOAD", nargs="?", const="SchedulingWithResourceClaimTemplate/2000pods_100nodes",
+                    help="first run this workload of kube-scheduler's own scheduler_perf DRA benchmarks on this "
+                         "machine (default: %(const)s) and print the fill's ratio to it")
     args = ap.parse_args()
+    upstream = None
+    if args.upstream:
+        upstream = upstream_fill(args.upstream)
+        pods, seconds, avg = upstream
+        print(f"upstream scheduler_perf {args.upstream}: {pods} pods in {seconds:.1f}s "
+              f"upstream_claims_per_s={pods / seconds:.1f} (its SchedulingThroughput/Average {avg:.1f})", flush=True)
     shape = shapes.get(SHAPE)
     assert shape.gpu is not None
     c = SimCluster(f"bench-dra-{os.getpid()}")
@@ -127,30 +243,38 @@ def main() -> None:
         nodes = sorted(n.metadata.name for n in core.list_node().items)
         for node in nodes:
             gpus = nodefs.healthy_hw(shape, c.name, node)["gpus"]
-            drapublisher.reconcile(custom, node, dra.slice_specs(node, shape, gpus, "shared"))
+            drapublisher.reconcile(custom, node, dra.slice_specs(node, shape, gpus, args.mode))
         print(f"cluster of {len(nodes)} nodes up and published in {time.monotonic() - t_up:.0f}s", flush=True)
         core.create_namespace({"metadata": {"name": NS}})
         while not core.list_namespaced_service_account(NS).items:  # pods are refused until it exists
             time.sleep(0.2)
-        share = f"{shape.gpu.memory_mib // args.claims_per_gpu}Mi"
+        per_gpu = args.claims_per_gpu if args.mode == "shared" else 1
+        share = f"{shape.gpu.memory_mib // per_gpu}Mi" if args.mode == "shared" else "a whole GPU"
+        request = (dra_workspace.shared_request(share) if args.mode == "shared" else dra_workspace.whole_request())
         custom.create_namespaced_custom_object("resource.k8s.io", "v1", NS, "resourceclaimtemplates", {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "share"},
-            "spec": {"spec": dra_workspace.claim_spec(dra_workspace.shared_request(share))}})
+            "spec": {"spec": dra_workspace.claim_spec(request)}})
         binds = Binds(core)
-        total = len(nodes) * shape.gpu.count * args.claims_per_gpu
+        total = len(nodes) * shape.gpu.count * per_gpu
         names = [f"p{i:05d}" for i in range(total)]
         created: dict[str, float] = {}
+        cpu0 = _cpu_s(c)
         t0 = time.monotonic()
         _create(core, names, created)
         binds.wait(names, 60 + total * 0.5)
         fill = [binds.bound[n] - created[n] for n in names]
         fill_s = max(binds.bound[n] for n in names) - t0
         rss = _rss_mib(c)
-        print(f"fill: {total} claims ({share} each, {args.claims_per_gpu} per GPU) in {fill_s:.1f}s "
+        cpu_fill = _cpu_line(cpu0, _cpu_s(c), time.monotonic() - t0)
+        print(f"fill: {total} claims ({share} each, {per_gpu} per GPU, {args.mode}) in {fill_s:.1f}s "
               f"fill_claims_per_s={total / fill_s:.1f} fill_latency_p50_s={_pct(fill, 0.5):.2f} "
               f"fill_latency_p95_s={_pct(fill, 0.95):.2f}", flush=True)
         print("rss_mib " + " ".join(f"{k}={v:.0f}" for k, v in rss.items()) + f" total={sum(rss.values()):.0f}",
               flush=True)
+        print(cpu_fill, flush=True)
+        if upstream:
+            print(f"fill_vs_upstream={total / fill_s / (upstream[0] / upstream[1]):.2f} "
+                  "(claims/s here over scheduler_perf's pods/s)", flush=True)
         running, churn_lat, churn_n, churn_s, serial = list(names), [], 0, 0.0, total
         for r in range(args.rounds):
             k = max(1, int(len(running) * args.churn))

@@ -54,6 +54,9 @@ class Group:
     cgo: bool = False
     # Go build tags (containerd's no_btrfs and the like, runc's seccomp)
     tags: tuple[str, ...] = ()
+    # build with -trimpath (reproducible binaries); off for an upstream integration test that
+    # finds its own source files at run time (Kubernetes' test API server resolves its package path)
+    trimpath: bool = True
 
     def at(self, version: str | None) -> Group:
         """This group built at ``version`` (one of ``supported``); itself for None or its own version.
@@ -109,6 +112,7 @@ def load_manifest() -> dict[str, Group]:
             test_binary=bool(g.get("testBinary", False)),
             cgo=bool(g.get("cgo", False)),
             tags=tuple(g.get("tags", [])),
+            trimpath=bool(g.get("trimpath", True)),
         )
     return groups
 
@@ -240,7 +244,7 @@ def build_group(g: Group, progress: Callable[[str], None] | None = None) -> floa
     staging.mkdir(parents=True)
     say(f"building {', '.join(g.tools)} {g.version}")
     ldflags = " ".join(["-s", "-w", *g.ldflags])
-    flags = ["-trimpath", "-ldflags", ldflags, *(["-tags", ",".join(g.tags)] if g.tags else [])]
+    flags = [*(["-trimpath"] if g.trimpath else []), "-ldflags", ldflags, *(["-tags", ",".join(g.tags)] if g.tags else [])]
     # one go build for every tool of the group: the packages they share are loaded and compiled
     # once, and the binaries link side by side
     built = staging / "out"

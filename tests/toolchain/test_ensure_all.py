@@ -15,21 +15,24 @@ from gpucatalog.toolchain import build
 ENSURE_ALL = build.ensure_all
 
 
-def test_kind_its_node_image_parts_agnhost_and_kueues_e2e_suite_alone_are_built_on_demand() -> None:
+def test_kind_its_node_image_parts_agnhost_and_upstream_test_binaries_alone_are_built_on_demand() -> None:
     assert [g.name for g in build.load_manifest().values() if g.on_demand] == [
-        "kind", "agnhost", "kueue-e2e", "kubernetes-node", "containerd", "runc", "cri-tools", "cni-plugins", "coredns"]
+        "kind", "agnhost", "scheduler-perf-dra", "kueue-e2e", "kubernetes-node", "containerd", "runc", "cri-tools", "cni-plugins", "coredns"]
     # Kueue's suite is a test binary of the same Kueue release the bundles run
     groups = build.load_manifest()
     assert groups["kueue-e2e"].test_binary and not groups["kueue"].test_binary
     assert (groups["kueue-e2e"].module, groups["kueue-e2e"].version) == (groups["kueue"].module, groups["kueue"].version)
-    # agnhost comes from the control plane's own module and staging pins (its build cache is shared)
-    groups = build.load_manifest()
+    # agnhost and kube-scheduler's DRA benchmarks come from the control plane's own module and
+    # staging pins (its build cache is shared, and the benchmark measures the scheduler the sim runs)
+    for name in ("agnhost", "scheduler-perf-dra"):
+        assert (groups[name].module, groups[name].version, groups[name].staging) == (
+            groups["kubernetes"].module, groups["kubernetes"].version, groups["kubernetes"].staging)
+    assert groups["scheduler-perf-dra"].test_binary and not groups["scheduler-perf-dra"].trimpath
+    assert [g.name for g in groups.values() if not g.trimpath] == ["scheduler-perf-dra"]
     # the kind node's kubelet and kubeadm: the control plane's release, built with cgo only for runc
     assert (groups["kubernetes-node"].version, groups["kubernetes-node"].staging) == (
         groups["kubernetes"].version, groups["kubernetes"].staging)
     assert [g.name for g in groups.values() if g.cgo] == ["runc"]
-    assert (groups["agnhost"].module, groups["agnhost"].version, groups["agnhost"].staging) == (
-        groups["kubernetes"].module, groups["kubernetes"].version, groups["kubernetes"].staging)
 
 
 @pytest.mark.parametrize("pkg, name", [
