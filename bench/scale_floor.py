@@ -6,8 +6,9 @@ queues installed (its ``scale`` values), the same number of one-GPU ``pause`` po
 them) is placed three ways, each on the same pool of ``--gpus`` GPUs (the other GPU nodes
 cordoned, as the suite's ``gpus`` does), one after the other:
 
-- **floor**: pods naming a scheduler that does not exist, bound by this script as they appear, to
-  the next pool node with a free GPU (Binding API, 8 threads): the API server, etcd and kwok
+- **floor**: the scale suite's own floor (``Scale.floor``, which ``fill_single_gpu_jobs`` also
+  measures and records): pods naming a scheduler that does not exist, bound as they appear to the
+  next free GPU of a schedulable node (Binding API, 8 threads): the API server, etcd and kwok
   with no scheduling decision at all;
 - **kube-scheduler**: the same pods, default scheduler, no queue;
 - **Kueue**: the suite's ``fill_single_gpu_jobs`` (a Job per unit through the team queues).
@@ -22,92 +23,16 @@ minus the floor.
 from __future__ import annotations
 
 import argparse
-import secrets
-import threading
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from gpucatalog.catalog import install, loader, render
 from gpucatalog.clusters.sim import SimCluster
-from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
+from gpucatalog.validators.conformance.kit import base
 from gpucatalog.validators.conformance.queueing import scale
 from gpucatalog.validators.conformance.queueing_suites import adapters as queueing_adapters
 
 REPO = Path(__file__).resolve().parents[1]
-NOBODY = "gpu-catalog-bench-binder"  # no scheduler has this name: only this script binds these pods
 NO_LIMIT = dict.fromkeys(scale.THRESHOLDS.values(), 1e9)
-
-
-def pod(name: str, scheduler: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-        "tolerations": [{"key": gpu_inventory.GPU, "operator": "Exists", "effect": "NoSchedule"}],
-        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {
-            "requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {gpu_inventory.GPU: "1"}}}]}
-    if scheduler:
-        spec["schedulerName"] = scheduler
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {base.SUITE_LABEL: "floor"}},
-            "spec": spec}
-
-
-def bound(kube: kube_client.Kube, ns: str) -> int:
-    found = kube.request("GET", f"/api/v1/namespaces/{ns}/pods", accept=scale.METADATA_ONLY,
-                         query={"fieldSelector": "spec.nodeName!="})
-    return len(found.get("items") or [])
-
-
-def place(kube: kube_client.Kube, n: int, binder: bool) -> float:
-    """``n`` pods in a fresh namespace, bound by this script (``binder``) or kube-scheduler;
-    seconds from the first create until all are bound. The namespace goes afterwards."""
-    ns = f"bench-floor-{secrets.token_hex(3)}"
-    kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    free = gpu_inventory.free_gpus(kube)
-    slots = iter([node for node, count in sorted(free.items()) for _ in range(count)])
-    lock = threading.Lock()
-    created: list[str] = []
-    futures: list[Future[None]] = []
-
-    def bind(name: str) -> None:
-        with lock:  # one generator, several threads
-            node = next(slots)
-        kube.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", {
-            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
-
-    def binder_loop(pool: ThreadPoolExecutor) -> None:
-        handed = 0
-        while handed < n:
-            ready = created[handed:]
-            futures.extend(pool.submit(bind, name) for name in ready)
-            handed += len(ready)
-            time.sleep(0.05)
-
-    def all_bound() -> bool | None:
-        for f in futures:  # a failed bind ends the run with its error, not a timeout
-            if f.done() and f.exception() is not None:
-                raise base.CaseFailed(f"bind failed: {f.exception()}")
-        return bound(kube, ns) >= n or None
-
-    try:
-        t0 = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:
-            loop = threading.Thread(target=binder_loop, args=(pool,), daemon=True)
-            if binder:
-                loop.start()
-            for i in range(n):
-                kube.request("POST", f"/api/v1/namespaces/{ns}/pods", pod(f"p-{i}", NOBODY if binder else None))
-                created.append(f"p-{i}")
-            base.wait_for(f"all {n} pods bound", all_bound, 900, interval=1.0)
-            took = time.monotonic() - t0
-            if binder:
-                loop.join()
-        return took
-    finally:
-        kube.request("DELETE", f"/api/v1/namespaces/{ns}", ok404=True)
-        base.wait_for(f"namespace {ns} gone", lambda: not kube.request(
-            "GET", f"/api/v1/namespaces/{ns}", ok404=True) or None, 600, interval=1.0)
 
 
 def main() -> None:
@@ -131,13 +56,12 @@ def main() -> None:
             "thresholds": NO_LIMIT})
         adapter = queueing_adapters.adapter_for(ctx)
         s = scale.Scale(ctx, adapter, scale.parse(ctx.params))
-        kube = adapter.kube
         times: dict[str, float] = {}
         try:
-            for label, binder in (("floor (this script binds)", True), ("kube-scheduler", False)):
+            for label, scheduler in (("floor (the suite binds)", scale.FLOOR_SCHEDULER), ("kube-scheduler", None)):
                 res = base.CaseResult(label, "passed")
-                with s.pool(res):
-                    times[label] = place(kube, sum(gpu_inventory.free_gpus(kube).values()), binder)
+                with s.pool(res), adapter.space("floor", res) as sp:
+                    times[label] = s.floor(sp, a.gpus, scheduler)
                 print(f"{label}: {times[label]:.1f}s", flush=True)
             res = base.CaseResult("fill_single_gpu_jobs", "passed")
             s.run("fill_single_gpu_jobs", res)

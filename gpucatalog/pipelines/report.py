@@ -245,6 +245,16 @@ def remediation_timelines(suites: list[Mapping[str, Any]]) -> dict[str, Any] | N
 FILL_H = 180  # plot height of one fill, px
 
 
+def _floor_note(details: Mapping[str, Any]) -> str:
+    """"floor …; … above it" when the case measured the cluster's floor, else empty."""
+    floor = details.get("floor") if isinstance(details.get("floor"), Mapping) else {}
+    secs, pods, over = _number(floor.get("seconds")), _number(floor.get("pods")), _number(details.get("over_floor_s"))
+    if secs is None or pods is None or over is None:
+        return ""
+    return (f"Floor: {pods:g} pods placed in {secs:.1f} s with no scheduler (bound by the suite as they "
+            f"appeared); the stack took {over:.1f} s above it.")
+
+
 def fill_curves(suites: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One plot per case that recorded ``series``: a line per team, units running against seconds."""
     plots = []
@@ -268,6 +278,7 @@ def fill_curves(suites: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 lines.append({"team": str(team), "points": xy, "colour": _PALETTE[len(lines) % len(_PALETTE)],
                               "last": int(float(pts[-1][1]))})
             plots.append({"suite": str(s.get("name")), "case": str(c.get("name")), "lines": lines,
+                          "floor": _floor_note(details),
                           "ticks": _ticks(span, width), "top": int(top), "height": FILL_H + 40,
                           "base_y": 20 + FILL_H})
     return plots

@@ -51,6 +51,10 @@ def test_a_fill_is_drawn_as_one_line_per_team() -> None:
     html = report.render(_statement([base.SuiteResult("scale", [case], 10.0)]))
     assert "Units running over time" in html and "scale/fill_single_gpu_jobs" in html
     assert html.count("<polyline") == 2 and "t0: 8 at the end" in html and "8 running" in html
+    assert "Floor" not in html  # none measured
+    case.details.update({"floor": {"pods": 16, "seconds": 2.04}, "over_floor_s": 7.96})
+    html = report.render(_statement([base.SuiteResult("scale", [case], 10.0)]))
+    assert "Floor: 16 pods placed in 2.0 s with no scheduler" in html and "the stack took 8.0 s above it" in html
 
 
 def test_report_escapes_untrusted_text() -> None:

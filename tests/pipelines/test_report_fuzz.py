@@ -41,7 +41,8 @@ POINT = st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.integers(mi
 DETAILS = st.fixed_dictionaries(
     {}, optional={"placements": st.lists(PLACEMENT, max_size=12) | ODD, "steps": st.lists(STEP, max_size=6) | ODD,
                   "series": st.dictionaries(st.text(max_size=5), st.lists(POINT, max_size=4) | ODD, max_size=3) | ODD,
-                  "node": ODD, "latency": ODD, "odd": ODD},
+                  "floor": st.fixed_dictionaries({}, optional={"pods": ODD, "seconds": ODD}) | ODD,
+                  "over_floor_s": ODD, "node": ODD, "latency": ODD, "odd": ODD},
 )
 CASE = st.fixed_dictionaries({
     "name": st.text(max_size=30), "result": st.sampled_from(["passed", "failed", "skipped", "weird"]),

@@ -161,7 +161,7 @@ def workspace(kube: kube_client.Kube, p: kai_params.Params, suite: str, res: bas
               {"metadata": {"name": ns, "labels": {base.SUITE_LABEL: suite}}})
     ws = Workspace(kube, p, ns)
     try:
-        default_service_account(kube, ns)
+        kube_client.default_service_account(kube, ns)
         yield ws
     except BaseException:
         leftovers = ws.cleanup()
@@ -176,18 +176,3 @@ def workspace(kube: kube_client.Kube, p: kai_params.Params, suite: str, res: bas
         # the next case fail on free GPUs it cannot find.
         raise base.CaseFailed(f"KAI did not release {len(ws.leaked)} shared GPU(s) within "
                               f"{p.wait_seconds:.0f}s of the case's pods being deleted: {', '.join(ws.leaked)}")
-
-
-def default_service_account(kube: kube_client.Kube, ns: str) -> None:
-    """Pods are refused until the namespace's ``default`` ServiceAccount exists; the
-    controller-manager makes it within moments, and where none runs the suite makes it."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if kube.exists("read ServiceAccount default", kube.core.read_namespaced_service_account, "default", ns):
-            return
-        time.sleep(0.2)
-    try:
-        kube.core.create_namespaced_service_account(ns, {"metadata": {"name": "default"}})
-    except ApiException as exc:
-        if exc.status != 409:
-            raise base.CaseFailed(f"create ServiceAccount {ns}/default: {kube_client.http_error(exc)}") from exc

@@ -152,3 +152,18 @@ def api_message(exc: ApiException) -> str:
         except ValueError:
             return str(body)[:300]
     return str(exc.reason)
+
+
+def default_service_account(kube: Kube, ns: str) -> None:
+    """Pods are refused until the namespace's ``default`` ServiceAccount exists; the
+    controller-manager makes it within moments, and where none runs the suite makes it."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if kube.exists("read ServiceAccount default", kube.core.read_namespaced_service_account, "default", ns):
+            return
+        time.sleep(0.2)
+    try:
+        kube.core.create_namespaced_service_account(ns, {"metadata": {"name": "default"}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise base.CaseFailed(f"create ServiceAccount {ns}/default: {http_error(exc)}") from exc

@@ -10,7 +10,9 @@ case, naming both. The figures, and for the fills how many units of each team ra
 
 - ``fill_single_gpu_jobs``: ``jobs`` one-GPU units (default: one per free GPU) over ``teams``
   teams, each guaranteed its share: seconds from the first submit until all are scheduled
-  (``fill_s``), with the submit time and the rate.
+  (``fill_s``), with the submit time and the rate. First, the cluster's own **floor** for as many
+  pods (:meth:`Scale.floor`): pods no scheduler sees, bound by the suite as they appear, so the
+  case also states the stack's time above the floor (``over_floor_s``).
 - ``fill_with_backlog``: ``backlog`` times as many units as free GPUs, the teams' quotas adding up
   to the GPUs: seconds until every GPU runs one (``fill_with_backlog_s``); at no sample do more
   units run than there are GPUs.
@@ -36,12 +38,16 @@ from __future__ import annotations
 import contextlib
 import datetime
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from gpucatalog.validators.conformance.kit import base, gpu_inventory
+import urllib3
+
+from gpucatalog.validators.conformance.kit import base, gpu_inventory, kube_client
 from gpucatalog.validators.conformance.queueing import math as queueing_math
 from gpucatalog.validators.conformance.queueing.contract import Adapter, Dept, Space, Team
 
@@ -50,6 +56,10 @@ THRESHOLDS = {"fill_single_gpu_jobs": "fill_s", "fill_with_backlog": "fill_with_
               "reclaim_one_gpu_when_full": "reclaim_one_gpu_p95_s", "reclaim_large_job": "large_job_reclaim_s",
               "distributed_job_allocation": "distributed_job_s"}
 CASES = tuple(THRESHOLDS)
+# The floor's pods name a scheduler that does not exist: only the suite binds them.
+FLOOR_SCHEDULER = "gpu-catalog-floor"
+FLOOR_IMAGE = "registry.k8s.io/pause:3.10"
+FLOOR_BINDERS = 8
 # Only the names of pods bound to a node: a poll of thousands of pods stays cheap for the API server.
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 SERIES_POINTS = 60
@@ -116,6 +126,18 @@ def within(res: base.CaseResult, case: str, figure: float, p: ScaleParams) -> No
     res.details["figure"] = {"name": key, "seconds": round(figure, 3), "threshold": limit}
     if figure > limit:
         raise base.CaseFailed(f"{key} {figure:.1f}s is above the bundle's threshold of {limit:g}s")
+
+
+def _floor_pod(name: str, scheduler: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False,
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [{"name": "main", "image": FLOOR_IMAGE, "resources": {
+            "requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {gpu_inventory.GPU: "1"}}}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {base.SUITE_LABEL: "floor"}},
+            "spec": spec}
 
 
 def shares(total: int, k: int) -> list[int]:
@@ -216,13 +238,83 @@ class Scale:
         base.wait_for(what, done, self.wait_s, interval=self.p.poll_seconds, guard=self.a.guard)
         return time.monotonic() - t0
 
+    def floor(self, sp: Space, n: int, scheduler: str | None = FLOOR_SCHEDULER) -> float:
+        """Seconds to place ``n`` one-GPU ``pause`` pods in the space, created one after the other
+        as a fill submits, each bound as soon as it exists to the next free GPU of a schedulable
+        node (the Binding API, a scheduler's last step, from ``FLOOR_BINDERS`` threads): the API
+        server, etcd, admission and the nodes with no scheduling decision at all. With
+        ``scheduler`` None the default scheduler places them instead (the bench's comparison).
+        The pods are gone again when this returns."""
+        cordoned = {x.metadata.name for x in self.kube.call("list nodes", self.kube.core.list_node).items
+                    if x.spec and x.spec.unschedulable}
+        slots = [node for node, free in sorted(gpu_inventory.free_gpus(self.kube).items())
+                 if node not in cordoned for _ in range(free)]
+        if len(slots) < n:
+            raise base.CaseFailed(f"the floor needs {n} free GPUs on schedulable nodes, found {len(slots)}")
+        kube_client.default_service_account(self.kube, sp.ns)
+        path = f"/api/v1/namespaces/{sp.ns}/pods"
+        created: list[str] = []
+        errors: list[str] = []
+        stop = threading.Event()
+
+        def bind(name: str, node: str) -> None:
+            try:
+                self.kube.request("POST", f"{path}/{name}/binding", {
+                    "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+            except (base.CaseFailed, urllib3.exceptions.HTTPError) as exc:  # the wait below reports it
+                errors.append(f"{name} to {node}: {exc}")
+
+        def binder(pool: ThreadPoolExecutor) -> None:
+            handed = 0
+            while handed < n and not stop.is_set():
+                for name in created[handed:]:  # appended to by the submitting thread
+                    pool.submit(bind, name, slots[handed])
+                    handed += 1
+                stop.wait(0.02)
+
+        def all_bound() -> bool | None:
+            if errors:
+                raise base.CaseFailed(f"the floor: binding failed: {errors[0]}")
+            return self.bound(sp, "floor") >= n or None
+
+        try:
+            with ThreadPoolExecutor(FLOOR_BINDERS) as pool:
+                loop = threading.Thread(target=binder, args=(pool,), daemon=True)
+                t0 = time.monotonic()
+                if scheduler:
+                    loop.start()
+                try:
+                    for i in range(n):
+                        self.kube.request("POST", path, _floor_pod(f"floor-{i}", scheduler))
+                        created.append(f"floor-{i}")
+                    base.wait_for(f"all {n} floor pods bound", all_bound, self.wait_s,
+                                  interval=self.p.poll_seconds, guard=self.a.guard)
+                    took = time.monotonic() - t0
+                finally:
+                    stop.set()
+                    if scheduler:
+                        loop.join()
+        finally:
+            self.kube.request("DELETE", path, query={"labelSelector": f"{base.SUITE_LABEL}=floor",
+                                                     "gracePeriodSeconds": "0"})
+            base.wait_for("the floor's pods to be gone", lambda: not self.kube.request(
+                "GET", path, accept=METADATA_ONLY, query={"labelSelector": f"{base.SUITE_LABEL}=floor"}
+            ).get("items") or None, self.wait_s, interval=self.p.poll_seconds)
+        return took
+
     # -- the cases --------------------------------------------------------------------------------
     def fill_single_gpu_jobs(self, res: base.CaseResult) -> None:
         free = self.free()
         n = min(self.p.jobs or free, free)
         if n < 1:
             raise base.CaseFailed("no free GPU to fill")
-        self.fill(res, "fill_single_gpu_jobs", n, n, "all {n} units to be scheduled")
+        with self.a.space("scale-floor", res) as sp:
+            floor_s = self.floor(sp, n)
+        res.details["floor"] = {"pods": n, "seconds": round(floor_s, 2), "units_per_s": round(n / floor_s, 1),
+                                "how": "pause pods bound by the suite through the Binding API as they "
+                                       "appear, no scheduler"}
+        self.fill(res, "fill_single_gpu_jobs", n, n, "all {n} units to be scheduled", floor_s)
 
     def fill_with_backlog(self, res: base.CaseResult) -> None:
         g = self.free()
@@ -230,7 +322,8 @@ class Scale:
             raise base.CaseFailed("no free GPU to fill")
         self.fill(res, "fill_with_backlog", math.ceil(self.p.backlog * g), g, "every one of the {n} free GPUs to run a unit")
 
-    def fill(self, res: base.CaseResult, case: str, units: int, gpus: int, what: str) -> None:
+    def fill(self, res: base.CaseResult, case: str, units: int, gpus: int, what: str,
+             floor_s: float | None = None) -> None:
         """``units`` one-GPU units over the teams, whose quotas add up to ``gpus``; the case's
         figure is the time until ``gpus`` of them run (with a backlog, the rest stay held)."""
         k = max(1, min(self.p.teams, gpus))
@@ -260,6 +353,8 @@ class Scale:
             res.details.update({"submit_s": round(submit_s, 2), "fill_s": round(fill_s, 2),
                                 "units_per_s": round(gpus / fill_s, 1) if fill_s else None,
                                 "peak_running": peak[0]})
+            if floor_s is not None:
+                res.details["over_floor_s"] = round(fill_s - floor_s, 2)
             res.details["series"] = series({t: self.bound_times(sp, f"fill-{t}") for t in teams}, t_wall)
             within(res, case, fill_s, self.p)
 

@@ -146,7 +146,7 @@ class KaiWork:
     def start(self) -> None:
         self.kube.call(f"create namespace {self.ns}", self.kube.core.create_namespace,
                        {"metadata": {"name": self.ns, "labels": {base.SUITE_LABEL: "upgrade"}}})
-        kai_workspace.default_service_account(self.kube, self.ns)
+        kube_client.default_service_account(self.kube, self.ns)
         for team, name, preemptible in self.plan.pods:
             self.ws.create(self._pod(team, name, 1, preemptible))
         if self.plan.gang:
@@ -237,7 +237,7 @@ class KaiProber(upgrade_probe.ApiProber):
         kube = self.kube
         kube.call(f"create namespace {self.name}", kube.core.create_namespace,
                   {"metadata": {"name": self.name, "labels": {base.SUITE_LABEL: "upgrade"}}})
-        kai_workspace.default_service_account(kube, self.name)
+        kube_client.default_service_account(kube, self.name)
         ws = self._ws()
         ws.queue(self.name, parent=ws.queue(f"{self.name}-root", quota=4), quota=4)
 

@@ -173,6 +173,9 @@ def test_scale_suite_passes_its_thresholds_and_fails_tighter_ones(kueue_cluster:
     assert fill["units"] == fill["gpus"] == 16 and fill["peak_running"] == 16
     # the report's plot: per team, units running over time, ending with the team's whole share
     assert sorted(fill["series"]) == ["t0", "t1"] and all(pts[-1][1] == 8 for pts in fill["series"].values())
+    # the cluster's floor for as many pods, measured first, and the stack's time above it
+    assert fill["floor"]["pods"] == 16 and 0 < fill["floor"]["seconds"] < fill["fill_s"]
+    assert fill["over_floor_s"] == pytest.approx(fill["fill_s"] - fill["floor"]["seconds"], abs=0.02)
     backlog = by_name["fill_with_backlog"].details
     assert backlog["units"] == 24 and backlog["peak_running"] == 16
     assert by_name["reclaim_one_gpu_when_full"].details["latency"]["count"] == 3
@@ -191,6 +194,7 @@ def test_scale_suite_passes_its_thresholds_and_fails_tighter_ones(kueue_cluster:
         assert again[name].reason.startswith(f"{key} ") and "above the bundle's threshold of 0.001s" in again[name].reason
         assert again[name].details["pool"] == {"gpus": 8, "nodes": 1, "cordoned_nodes": 1}
     assert again["fill_single_gpu_jobs"].details["units"] == 8
+    assert again["fill_single_gpu_jobs"].details["floor"]["pods"] == 8  # the floor fits the pool of 8 too
     kube = kube_client.Kube(kueue_cluster)
     assert not [n.metadata.name for n in kube.core.list_node().items if n.spec.unschedulable]  # uncordoned after
     kube.close()
