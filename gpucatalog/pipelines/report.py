@@ -247,7 +247,8 @@ FILL_H = 180  # plot height of one fill, px
 
 def _floor_note(details: Mapping[str, Any]) -> str:
     """"floor …; … above it" when the case measured the cluster's floor, else empty."""
-    floor = details.get("floor") if isinstance(details.get("floor"), Mapping) else {}
+    found = details.get("floor")
+    floor: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     secs, pods, over = _number(floor.get("seconds")), _number(floor.get("pods")), _number(details.get("over_floor_s"))
     if secs is None or pods is None or over is None:
         return ""
