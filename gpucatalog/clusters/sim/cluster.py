@@ -106,16 +106,17 @@ class SimCluster(
         if restart not in RESTART_POLICIES:
             raise errors.InputError(f"unknown restart policy {restart!r}", field="restart",
                                     expected=", ".join(RESTART_POLICIES))
-        longest = max((egress.socket_path(self.layout), relay.control_path(self.layout)), key=lambda p: len(bytes(p)))
-        if len(bytes(longest)) > MAX_SOCKET_PATH:
-            # the kernel's limit: a socket under a deeper folder cannot be bound
-            raise errors.InputError(f"the cluster's folder is too deep for its unix socket {longest} "
-                                    f"({len(bytes(longest))} bytes)", field="GPU_CATALOG_CACHE",
-                                    expected=f"a folder whose cluster sockets stay within {MAX_SOCKET_PATH} bytes")
-        with _starting(self.name):
+        with _starting(self.name):  # first: it also finds a cache folder that cannot be written
             if self.running():
                 raise errors.ConflictError(f"cluster {self.name!r} is already running",
                                            field="--name", expected="another name, or `catalog cluster down` first")
+            longest = max((egress.socket_path(self.layout), relay.control_path(self.layout)),
+                          key=lambda p: len(bytes(p)))
+            if len(bytes(longest)) > MAX_SOCKET_PATH:
+                # the kernel's limit: a socket under a deeper folder cannot be bound
+                raise errors.InputError(f"the cluster's folder is too deep for its unix socket {longest} "
+                                        f"({len(bytes(longest))} bytes)", field="GPU_CATALOG_CACHE",
+                                        expected=f"a folder whose cluster sockets stay within {MAX_SOCKET_PATH} bytes")
             if api_port is not None:
                 ports.require_free(api_port, "--api-port")
             self._cleanup_stale()

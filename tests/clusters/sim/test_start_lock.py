@@ -40,4 +40,4 @@ def test_a_cache_too_deep_for_the_clusters_sockets_is_refused_before_anything_st
     err = capsys.readouterr().err
     assert rc == 2
     assert "the cluster's folder is too deep for its unix socket" in err and "GPU_CATALOG_CACHE" in err
-    assert not deep.exists()  # nothing written
+    assert not (deep / "clusters" / "deep").exists()  # nothing of the cluster written (its start lock only)
