@@ -48,7 +48,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gpucatalog.clusters import shapes
 from gpucatalog.clusters.sim import SimCluster, dra, drapublisher, nodefs, procs
-from gpucatalog.core import executor
+from gpucatalog.core import executor, kubeapi
 from gpucatalog.toolchain import build
 from gpucatalog.validators.conformance.dra import workspace as dra_workspace
 
@@ -81,13 +81,13 @@ class Binds:
 
     def _catch_up(self) -> str:
         """Records every pod bound now; the resource version to watch from."""
-        listed = self.core.list_namespaced_pod(NS)
+        listed = kubeapi.plain_json(self.core.list_namespaced_pod, NS)
         now = time.monotonic()
         with self.lock:
-            for p in listed.items:
-                if p.spec.node_name:
-                    self.bound.setdefault(p.metadata.name, now)
-        return str(listed.metadata.resource_version)
+            for p in listed.get("items") or []:
+                if (p.get("spec") or {}).get("nodeName"):
+                    self.bound.setdefault(p["metadata"]["name"], now)
+        return str(listed["metadata"]["resourceVersion"])
 
     def _run(self) -> None:
         rv = self._catch_up()
@@ -248,9 +248,12 @@ def main() -> None:
         core.create_namespace({"metadata": {"name": NS}})
         while not core.list_namespaced_service_account(NS).items:  # pods are refused until it exists
             time.sleep(0.2)
-        per_gpu = args.claims_per_gpu if args.mode == "shared" else 1
-        share = f"{shape.gpu.memory_mib // per_gpu}Mi" if args.mode == "shared" else "a whole GPU"
-        request = (dra_workspace.shared_request(share) if args.mode == "shared" else dra_workspace.whole_request())
+        if args.mode == "shared":
+            per_gpu = args.claims_per_gpu
+            share = f"{shape.gpu.memory_mib // per_gpu}Mi"
+            request = dra_workspace.shared_request(share)
+        else:
+            per_gpu, share, request = 1, "a whole GPU", dra_workspace.whole_request()
         custom.create_namespaced_custom_object("resource.k8s.io", "v1", NS, "resourceclaimtemplates", {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "share"},
             "spec": {"spec": dra_workspace.claim_spec(request)}})

@@ -245,10 +245,8 @@ class Scale:
         server, etcd, admission and the nodes with no scheduling decision at all. With
         ``scheduler`` None the default scheduler places them instead (the bench's comparison).
         The pods are gone again when this returns."""
-        cordoned = {x.metadata.name for x in self.kube.call("list nodes", self.kube.core.list_node).items
-                    if x.spec and x.spec.unschedulable}
-        slots = [node for node, free in sorted(gpu_inventory.free_gpus(self.kube).items())
-                 if node not in cordoned for _ in range(free)]
+        # free_gpus counts schedulable nodes only: a node the pool cordoned gets no floor pod
+        slots = [node for node, free in sorted(gpu_inventory.free_gpus(self.kube).items()) for _ in range(free)]
         if len(slots) < n:
             raise base.CaseFailed(f"the floor needs {n} free GPUs on schedulable nodes, found {len(slots)}")
         kube_client.default_service_account(self.kube, sp.ns)
