@@ -80,3 +80,34 @@ def test_node_names_can_follow_the_sim_kubernetes_nodes(tmp_path: Path, render_c
     assert "NodeName=sim-gpu-1 " in text and "NodeName=h100-0 " not in text
     with pytest.raises(errors.InputError, match="replicas"):
         slurm.from_manifests(docs, node_names={"h100": ["only-one"]})
+
+
+def test_daemons_on_other_hosts_listen_on_their_addresses_and_clients_name_their_own_munge(
+        tmp_path: Path, render_chart: RenderChart) -> None:
+    """kind: slurmctld and slurmdbd on the control-plane node's address, each slurmd on its node's;
+    the host's clients use the same file with their own munged's socket."""
+    spec = slurm.from_manifests(render_chart("slurm", set_json=[TWO_SHAPES]))
+    lay = Layout(tmp_path / "pod")
+    net = config.Network(controller=("kind-control-plane", "172.18.0.2"),
+                         nodes={"h100-0": "172.18.0.3", "a100-2": "172.18.0.7"})
+    lines = config.slurm_conf(spec, lay, _ports(spec), net).splitlines()
+    assert "SlurmctldHost=kind-control-plane(172.18.0.2)" in lines
+    assert "AccountingStorageHost=172.18.0.2" in lines
+    assert f"AuthInfo=socket={lay.munge_socket},cred_expire=30" in lines
+    assert any(ln.startswith("NodeName=h100-0 NodeHostname=h100-0 NodeAddr=172.18.0.3 ") for ln in lines)
+    assert any(ln.startswith("NodeName=a100-2 NodeHostname=a100-2 NodeAddr=172.18.0.7 ") for ln in lines)
+    # a node the network does not name stays on loopback (the sim's one host)
+    assert any(ln.startswith("NodeName=h100-1 NodeHostname=localhost NodeAddr=127.0.0.1 ") for ln in lines)
+    client = config.slurm_conf(spec, lay, _ports(spec), net, munge_socket=tmp_path / "host" / "munged.sock").splitlines()
+    assert f"AuthInfo=socket={tmp_path}/host/munged.sock,cred_expire=30" in client
+    assert f"AccountingStoragePass={tmp_path}/host/munged.sock" in client
+    assert [ln for ln in client if "munged.sock" not in ln] == [ln for ln in lines if "munged.sock" not in ln]
+    dbd = config.slurmdbd_conf(lay, _ports(spec), "slurm", "pw", net).splitlines()
+    assert "DbdHost=kind-control-plane" in dbd and "DbdAddr=172.18.0.2" in dbd
+
+
+def test_the_sim_keeps_loopback_by_default(tmp_path: Path, render_chart: RenderChart) -> None:
+    spec = slurm.from_manifests(render_chart("slurm"))
+    lines = config.slurm_conf(spec, Layout(tmp_path), _ports(spec)).splitlines()
+    assert "SlurmctldHost=localhost(127.0.0.1)" in lines and "AccountingStorageHost=127.0.0.1" in lines
+    assert all("NodeAddr=127.0.0.1 " in ln for ln in lines if ln.startswith("NodeName="))
