@@ -132,6 +132,8 @@ class Controller:
 
     # --- one pass -----------------------------------------------------------------------
     def enrich(self, view: engine.NodeView) -> engine.NodeView:
+        if view.state in (engine.QUARANTINED, engine.DRAINING):
+            view = dataclasses.replace(view, slurm_busy=self.slurm_busy(view.name))
         if view.state == engine.DRAINING:
             pods = [p for p in self.api.pods_on_node(view.name) if drainable(p, self.cfg.namespace)]
             return dataclasses.replace(view, pods_remaining=len(pods))
@@ -235,6 +237,13 @@ class Controller:
                 self.log("slurm node already drained by someone else; reason left alone", node=node)
         elif eff.kind == "slurm-resume":
             self._slurm(lambda: self.slurm.resume(node), node)
+
+    def slurm_busy(self, node: str) -> bool:
+        """Whether Slurm still runs jobs on ``node`` (a node Slurm does not know runs none)."""
+        try:
+            return self.slurm.busy(node)
+        except PermanentError:
+            return False
 
     def _slurm(self, call: Callable[[], object], node: str) -> object:
         try:

@@ -89,6 +89,7 @@ class NodeView:
     fault_summary: str = ""
     fault_unknown: bool = False  # a fault condition is Unknown (probe failed)
     pods_remaining: int | None = None  # filled by the I/O layer while draining
+    slurm_busy: bool = False  # filled by the I/O layer (Slurm hook on): Slurm still runs jobs on the node
     verify: str | None = None  # "passed" | "failed" | "running" | None, while verifying
     detected_at: str = ""  # lastTransitionTime of the newest True fault condition
 
@@ -295,28 +296,33 @@ def decide(view: NodeView, budget: Budget, policy: Policy, now: float) -> Plan:
 
     if state == QUARANTINED:
         _goto(plan, view, DRAINING, now)
-        plan.effects.append(Effect("evict"))
+        if not view.slurm_busy:
+            plan.effects.append(Effect("evict"))
         return plan
 
+    # A node Slurm still runs jobs on keeps its pods (its slurmd among them) until Slurm's drain
+    # has let those jobs end: a repair would kill them.
     if state == DRAINING:
-        if view.pods_remaining == 0:
+        if view.pods_remaining == 0 and not view.slurm_busy:
             action = choose_action(view, policy, now)
             plan.annotations[A_ACTION] = action.name
             plan.annotations[A_ATTEMPTS] = "0"
             _goto(plan, view, REPAIRING, now)
             return plan
         if _since(view, A_SINCE, now) > policy.drain_timeout_s:
-            if policy.force_delete_after_drain_timeout:
+            # force-deleting pods never ends a Slurm job: those are left to a person
+            if policy.force_delete_after_drain_timeout and not view.slurm_busy:
                 plan.effects.append(Effect("force-delete"))
                 plan.event("DrainForced", "drain timed out; deleting remaining pods (policy allows it)",
                            warning=True)
                 return plan
-            plan.annotations[A_ESCALATION] = (f"drain did not finish in {policy.drain_timeout_s:g}s "
-                                              f"({view.pods_remaining} pods left, PDB?)")
+            left = "Slurm jobs still running" if view.slurm_busy else f"{view.pods_remaining} pods left, PDB?"
+            plan.annotations[A_ESCALATION] = f"drain did not finish in {policy.drain_timeout_s:g}s ({left})"
             _goto(plan, view, ESCALATED, now)
             plan.event("DrainTimedOut", plan.annotations[A_ESCALATION] or "", warning=True)
             return plan
-        plan.effects.append(Effect("evict"))
+        if not view.slurm_busy:
+            plan.effects.append(Effect("evict"))
         return plan
 
     if state == REPAIRING:

@@ -35,6 +35,10 @@ class SlurmHook(Protocol):
         """(Slurm state, reason) of ``node``; ("", "") when Slurm does not know it."""
         ...
 
+    def busy(self, node: str) -> bool:
+        """True while Slurm runs (or is ending) jobs on ``node``."""
+        ...
+
 
 @dataclass
 class NoSlurm:
@@ -49,8 +53,12 @@ class NoSlurm:
     def state(self, node: str) -> tuple[str, str]:
         return "", ""
 
+    def busy(self, node: str) -> bool:
+        return False
+
 
 _STATE = re.compile(r"\bState=(\S+)")
+BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 _REASON = re.compile(r"\bReason=(.*?)(?:\s+\[[^\]]*\])?\s*$", re.M)
 
 
@@ -91,6 +99,12 @@ class ScontrolSlurm:
         st = _STATE.search(out)
         rs = _REASON.search(out)
         return (st.group(1) if st else ""), (rs.group(1).strip() if rs else "")
+
+    def busy(self, node: str) -> bool:
+        """Slurm's node state names jobs on it: ALLOCATED or MIXED (running), COMPLETING (ending),
+        e.g. ``MIXED+DRAIN``; a drained node with none left reads ``IDLE+DRAIN``."""
+        state, _reason = self.state(node)
+        return bool(BUSY & set(state.upper().split("+")))
 
     def resume(self, node: str) -> None:
         state, reason = self.state(node)

@@ -26,11 +26,12 @@ class Node:
     fault: Action | None = None
     pods: int = 0
     verify: str | None = None
+    slurm_busy: bool = False  # Slurm reports jobs on the node
 
     def view(self) -> NodeView:
         return NodeView(self.name, dict(self.labels), dict(self.annotations), self.unschedulable, self.fault,
                         fault_summary=f"fault {self.fault.name}" if self.fault else "",
-                        pods_remaining=self.pods, verify=self.verify)
+                        pods_remaining=self.pods, verify=self.verify, slurm_busy=self.slurm_busy)
 
     def apply(self, plan: engine.Plan) -> None:
         for k, v in plan.labels.items():
@@ -277,3 +278,32 @@ def test_restart_resumes_from_node_state() -> None:
 def test_unknown_state_label_is_treated_as_healthy() -> None:
     n = Node("gpu-0", labels={engine.STATE_LABEL: "weird"})
     assert n.view().state == "healthy"
+
+
+def test_a_node_slurm_still_runs_jobs_on_keeps_its_pods_until_they_end() -> None:
+    """Slurm's drain lets running jobs finish; evicting the node's pods (its slurmd) or repairing
+    it before then would kill them."""
+    n, b, pol = Node("gpu-0", fault=Action.RESET_GPU, pods=2, slurm_busy=True), Breaker(), Policy(drain_timeout_s=600)
+    p = step([n], b, pol, T0)["gpu-0"]
+    assert n.state == "quarantined" and "slurm-drain" in kinds(p)
+    p = step([n], b, pol, T0 + 1)["gpu-0"]
+    assert n.state == "draining" and kinds(p) == []  # no eviction while Slurm's jobs run
+    assert kinds(step([n], b, pol, T0 + 2)["gpu-0"]) == [] and n.state == "draining"
+    n.pods = 0
+    step([n], b, pol, T0 + 3)
+    assert n.state == "draining"  # no pods left, but Slurm's jobs still run: no repair
+    n.slurm_busy, n.pods = False, 2
+    assert kinds(step([n], b, pol, T0 + 4)["gpu-0"]) == ["evict"]
+    n.pods = 0
+    step([n], b, pol, T0 + 5)
+    assert n.state == "repairing"
+
+
+def test_slurm_jobs_past_the_drain_timeout_escalate_even_where_pods_may_be_force_deleted() -> None:
+    n, b = Node("gpu-0", fault=Action.REBOOT, pods=1, slurm_busy=True), Breaker()
+    forced = Policy(drain_timeout_s=60, force_delete_after_drain_timeout=True)
+    step([n], b, forced, T0)
+    step([n], b, forced, T0 + 1)
+    p = step([n], b, forced, T0 + 100)["gpu-0"]
+    assert n.state == "escalated" and n.unschedulable and "force-delete" not in kinds(p)
+    assert n.annotations[engine.A_ESCALATION] == "drain did not finish in 60s (Slurm jobs still running)"

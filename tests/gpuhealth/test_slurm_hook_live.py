@@ -3,6 +3,9 @@ overwrites nor resumes a drain someone else set, and resumes only its own drains
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import pytest
 
 from gpucatalog.clusters import slurm
@@ -73,3 +76,30 @@ def test_drain_and_resume_only_own_drains(live_cluster: slurm.SlurmCluster) -> N
         assert "DRAIN" in state and reason.startswith("ops:")
     finally:
         other.resume(theirs)
+
+
+def test_busy_while_a_job_runs_on_the_drained_node_and_not_once_it_ended(live_cluster: slurm.SlurmCluster) -> None:
+    """What gpu-health waits on before it evicts a drained node's pods and repairs it."""
+    hook = _hook(live_cluster)
+    node = live_cluster.node_names()[1]
+    assert hook.busy(node) is False
+    job = executor.run(["sbatch", "--parsable", "--output=/dev/null", "-w", node, "--gres=gpu:1",
+                        "--wrap", "trap 'exit 0' USR1; sleep 600 & wait"], env=live_cluster.env).stdout.strip()
+    try:
+        _wait(lambda: hook.busy(node), f"job {job} running on {node}")
+        hook.drain(node, "XID 48 on GPU 0")
+        state, _ = hook.state(node)
+        assert "DRAIN" in state and hook.busy(node), state  # draining: the job still runs
+        executor.run(["scancel", "--batch", "--signal=USR1", job], env=live_cluster.env)
+        _wait(lambda: not hook.busy(node), f"job {job} to end on {node}")
+        assert "DRAIN" in hook.state(node)[0]
+    finally:
+        executor.run(["scancel", job], env=live_cluster.env, check=False)
+        _scontrol(live_cluster, "update", f"NodeName={node}", "State=RESUME", check=False)
+
+
+def _wait(probe: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
