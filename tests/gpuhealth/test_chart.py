@@ -209,3 +209,42 @@ def test_scontrol_controller_can_run_as_the_slurm_user(render_chart: RenderChart
     (dep,) = by_kind(docs, "Deployment")
     sc = dep["spec"]["template"]["spec"]["securityContext"]
     assert sc["runAsUser"] == 64030 and sc["runAsNonRoot"] is True
+
+
+SLURM_PATHS = {"conf": {"path": "/etc/site-slurm", "type": "Directory", "mountPath": "/etc/slurm",
+                        "why": "the node's slurm.conf"},
+               "munge": {"path": "/run/munge", "type": "Directory", "mountPath": "/run/munge",
+                         "why": "munged's socket for scontrol"}}
+
+
+def test_scontrol_controller_mounts_the_slurm_host_paths_read_only(render_chart: RenderChart) -> None:
+    docs = render_chart("gpu-health", {"controller": {"slurm": {"mode": "scontrol", "hostPaths": SLURM_PATHS}}})
+    (dep,) = by_kind(docs, "Deployment")
+    pod = dep["spec"]["template"]
+    vols = {v["name"]: v["hostPath"] for v in pod["spec"]["volumes"]}
+    assert vols == {"slurm-conf": {"path": "/etc/site-slurm", "type": "Directory"},
+                    "slurm-munge": {"path": "/run/munge", "type": "Directory"}}
+    mounts = pod["spec"]["containers"][0]["volumeMounts"]
+    assert mounts == [{"name": "slurm-conf", "mountPath": "/etc/slurm", "readOnly": True},
+                      {"name": "slurm-munge", "mountPath": "/run/munge", "readOnly": True}]
+    notes = pod["metadata"]["annotations"]
+    assert notes["gpu-health.gpu-catalog.io/host-access.slurm-conf"] == "/etc/site-slurm (read-only): the node's slurm.conf"
+
+
+def test_slurm_host_paths_are_not_mounted_without_the_scontrol_hook(render_chart: RenderChart) -> None:
+    """Host access follows the hook: a values file that keeps the paths but turns Slurm off mounts nothing."""
+    docs = render_chart("gpu-health", {"controller": {"slurm": {"mode": "none", "hostPaths": SLURM_PATHS}}})
+    (dep,) = by_kind(docs, "Deployment")
+    pod = dep["spec"]["template"]
+    assert "volumes" not in pod["spec"] and "volumeMounts" not in pod["spec"]["containers"][0]
+    assert not [k for k in pod["metadata"]["annotations"] if "host-access" in k]
+
+
+def test_slurm_host_paths_must_be_absolute_and_explained(helm: Path) -> None:
+    for flag, needle in (("controller.slurm.hostPaths.conf.mountPath=etc/slurm", "mountPath"),
+                         ("controller.slurm.hostPaths.conf.why=short", "why")):
+        base = ["--set", "controller.slurm.hostPaths.conf.path=/etc/slurm", "--set", "controller.slurm.hostPaths.conf.type=Directory",
+                "--set", "controller.slurm.hostPaths.conf.mountPath=/etc/slurm",
+                "--set", "controller.slurm.hostPaths.conf.why=the node's slurm.conf"]
+        res = helm_run(helm, "template", "gh", str(CHART), *base, "--set", flag)
+        assert res.returncode != 0 and needle in res.stderr, res.stderr
