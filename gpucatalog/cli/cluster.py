@@ -15,6 +15,7 @@ from gpucatalog.clusters import shapes
 from gpucatalog.clusters.kind import cluster as kind_cluster
 from gpucatalog.clusters.kind.cluster import KindCluster
 from gpucatalog.clusters.sim import SimCluster, faults, list_clusters
+from gpucatalog.core import errors
 from gpucatalog.toolchain import releases
 
 EPILOG = """examples:
@@ -140,7 +141,13 @@ def _down(args: argparse.Namespace) -> int:
     if args.provider == "kind":
         KindCluster(args.name).down()
     else:
-        SimCluster(args.name).down()
+        try:
+            SimCluster(args.name).down()
+        except errors.NotFoundError as exc:
+            if args.name in kind_cluster.list_clusters():  # the provider's default is sim
+                raise errors.NotFoundError(f"{exc.message}; a kind cluster has that name", field="--provider",
+                                           expected=f"catalog cluster down --provider kind --name {args.name}") from exc
+            raise
     print(f"cluster {args.name} stopped and removed", file=sys.stderr)
     return 0
 

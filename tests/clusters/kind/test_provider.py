@@ -204,6 +204,17 @@ def test_down_is_idempotent_and_removes_stale_state(cache: Path) -> None:
         prov.kubeconfig()
 
 
+def test_down_without_provider_names_the_kind_cluster_of_that_name(cache: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cluster, "list_clusters", lambda: ["sk1"])
+    assert cli.main(["cluster", "down", "--name", "sk1"]) == 2
+    err = capsys.readouterr().err
+    assert "no sim cluster named 'sk1'; a kind cluster has that name" in err, err
+    assert "catalog cluster down --provider kind --name sk1" in err, err
+    assert cli.main(["cluster", "down", "--name", "other"]) == 2  # no cluster of that name at all: as before
+    assert "a kind cluster" not in capsys.readouterr().err
+
+
 @needs_no_engine
 @pytest.mark.toolchain  # certify renders the bundle with the pinned helm first
 def test_certify_on_kind_exits_2_naming_the_missing_docker_engine(capsys: pytest.CaptureFixture[str]) -> None:
