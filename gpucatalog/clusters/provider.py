@@ -11,11 +11,11 @@ capability                       methods                                      wh
 ===============================  ===========================================  =====================
 :class:`ExplainsUnavailable`     ``reason()``                                 kind, kubeconfig
 :class:`AddsNodes`               ``add_nodes(count, shape)``                  sim
-:class:`StartsServices`          ``start_services(objects)``                  sim (a Slurm cluster)
-:class:`InjectsFaults`           ``inject_fault``, ``clear_fault``            sim
-:class:`OffersEndpoints`         ``endpoints()``                              sim
+:class:`StartsServices`          ``start_services(objects)``                  sim, kind (Slurm; kind: images)
+:class:`InjectsFaults`           ``inject_fault``, ``clear_fault``            sim, kind
+:class:`OffersEndpoints`         ``endpoints()``                              sim, kind
 :class:`DescribesParts`          ``live_parts``, ``simulated_parts``          sim, kind
-:class:`RunsImageMaps`           ``use_image_map``, ``mapped_images``         sim
+:class:`RunsImageMaps`           ``use_image_map``, ``mapped_images``         sim, kind
 :class:`RunsKubernetesReleases`  ``use_kubernetes``, ``kubernetes_releases``  sim
 ===============================  ===========================================  =====================
 
@@ -85,7 +85,8 @@ class AddsNodes(Protocol):
 
 @runtime_checkable
 class StartsServices(Protocol):
-    """A provider that runs host services a bundle calls for (the sim runs Slurm for Slinky CRs)."""
+    """A provider that runs services a bundle calls for (Slurm for Slinky CRs: on the sim's host, in
+    kind's pods)."""
 
     def start_services(self, objects: Sequence[Mapping[str, Any]]) -> list[str]:
         """Start what the rendered ``objects`` call for; returns one line per service started."""

@@ -51,7 +51,7 @@ class BareProvider:
     (SimCluster, {provider.AddsNodes, provider.StartsServices, provider.InjectsFaults, provider.OffersEndpoints,
                   provider.DescribesParts}),
     (KindCluster, {provider.ExplainsUnavailable, provider.DescribesParts, provider.StartsServices,
-                   provider.InjectsFaults}),
+                   provider.InjectsFaults, provider.OffersEndpoints}),
     (KubeconfigCluster, {provider.ExplainsUnavailable}),
 ])
 def test_each_provider_declares_exactly_its_capabilities(cls: type, declared: set[type]) -> None:

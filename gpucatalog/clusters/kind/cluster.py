@@ -28,6 +28,7 @@ from gpucatalog.clusters.kind import (
     nodehw,
     nodeimage,
     podnetwork,
+    slurm,
     usermaps,
 )
 from gpucatalog.clusters.sim import imagemap
@@ -48,7 +49,8 @@ def _last_line(text: str) -> str:
 
 
 class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provider.DescribesParts,
-                  provider.StartsServices, provider.InjectsFaults, provider.RunsImageMaps):
+                  provider.StartsServices, provider.InjectsFaults, provider.RunsImageMaps,
+                  provider.OffersEndpoints):
     """One named kind cluster (kind name ``gpucatalog-<name>``)."""
 
     kind = "kind"
@@ -98,6 +100,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         cfg = self.state / "kind-config.yaml"
         kubeconfig = self.state / "kubeconfig"
         try:
+            slurm.stop(self.state)  # a host munged a crashed run left
             shutil.rmtree(self.state, ignore_errors=True)
             self.state.mkdir(parents=True)
             cfg.write_text(cfg_text)
@@ -196,16 +199,22 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         """Delete the cluster and its state folder; nothing to do when neither exists."""
         if self.reason():
             # without a Docker engine no kind node can exist: only stale state is left to remove
+            slurm.stop(self.state)
             shutil.rmtree(self.state, ignore_errors=True)
             return
         self._delete(build.ensure("kind"))
 
-    # -- images (before a bundle's install) ---------------------------------------------------------
+    # -- images and Slurm (before a bundle's install) -------------------------------------------
     def start_services(self, objects: Sequence[Mapping[str, Any]]) -> list[str]:
         """Build the images the bundle's pods name (and the suites' pause image) that can be built
         here from pinned sources, and load them into every node; one line per image. Images the
-        engine can pull are left to it."""
+        engine can pull are left to it. Slinky CRs (the ``slurm`` bundle): the Slurm cluster
+        they call for, in pods (:mod:`.slurm`)."""
         refs = [*images.images_of(objects), images.PAUSE_REF]
+        with_slurm = slurm.wanted(objects)
+        if with_slurm:
+            slurm.plan(objects, self._core().list_node().items)  # a NodeSet kind cannot place: refused before any build
+            refs.append(images.slurm_ref())
         # KAI's reservation pods need a GPU written on them: the SIMULATED GPU agent does it
         agent = any(images.split_ref(r)[0] == images.RESERVATION_REPO for r in refs)
         if agent:
@@ -225,7 +234,14 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
                                            "items": gpuagent.manifests(images.gpu_agent_ref())}), timeout=120)
         lines = [b.line() for b in built]
         lines += [f"image {r}: pulled by the nodes (not built here)" for r in refs if r not in local]
+        if with_slurm:
+            lines += slurm.start(objects, self._core(), build.ensure("kubectl"), self.kubeconfig(), self.state,
+                                 images.slurm_ref(), env, _quiet)
         return lines
+
+    def endpoints(self) -> dict[str, str]:
+        """``slurm_conf`` (the host clients' copy) while the cluster runs Slurm."""
+        return slurm.endpoints(self.state)
 
     # -- a user's binaries (an image-map overlay), as images built here -------------------------
     def use_image_map(self, path: Path | None) -> None:
@@ -247,6 +263,10 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
             parts.append("node image built here from pinned sources (debootstrap Debian, containerd, runc, kubelet, "
                          "control-plane images); pod network: ptp CNI with routes between nodes")
         parts += [b.line() for b in self._built() if not b.simulated and not b.user_supplied]
+        if slurm.running(self.state):
+            parts.append("Slurm (Debian slurm-wlm) in pods on the nodes' host networks: slurmctld, and slurmdbd + "
+                         "MariaDB when accounting is on, on the control-plane node; one slurmd per NodeSet replica on "
+                         "its GPU worker, named after it; configured from the bundle's Slinky CRs")
         parts += usermaps.lines(self.mapped_images())[0]
         if st["gpuMode"] == "fake-gpu-operator":
             parts.append("fake-gpu-operator device plugin and status exporter (real pods)")
@@ -271,6 +291,10 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
                          "gpu-health's agent and the DRA driver's driver root there; faults written into it; a "
                          f"repair is {nodehw.REPAIR} in the node folder, which puts back the seeded readings")
         parts += [b.line() for b in self._built() if b.simulated]
+        if slurm.running(self.state):
+            parts += ["Slinky operator reconciliation: not run; the kind provider creates the Slurm pods from the CRs "
+                      "and writes each node's slurm.conf and munge key",
+                      "GPUs of Slurm nodes: character devices made with mknod in each slurmd pod, one per GPU"]
         parts += usermaps.lines(self.mapped_images())[1]
         return parts
 
@@ -289,6 +313,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         return kind_bin is not None and self.cluster in _kind_clusters(kind_bin, check=True)
 
     def _delete(self, kind_bin: Path) -> None:
+        slurm.stop(self.state)  # the host's munged of the cluster's Slurm, if any
         # `kind delete cluster` succeeds when there is no such cluster, so this is idempotent
         executor.run([kind_bin, "delete", "cluster", "--name", self.cluster], env=engine.env(), timeout=300)
         shutil.rmtree(self.state, ignore_errors=True)

@@ -14,9 +14,16 @@ pinned source it comes from, under the name the bundle uses, and ``kind load``-e
   ``nvcr.io/nvidia/k8s-dra-driver-gpu``), at any tag: no GPU or NVML is here, so the image runs
   this checkout's stand-in kubelet plugin (:mod:`.draplugin`) as ``gpu-kubelet-plugin``. Its
   evidence line says it is a stand-in, not the driver;
+- SIMULATED: Slinky's operator image (``ghcr.io/slinkyproject/slurm-operator``, any tag), which
+  no machine here can build: a stand-in answering its health probes (:mod:`.slinkystandin`);
+  the kind provider starts the Slurm pods from the CRs in its place;
 - SIMULATED: KAI's resource-reservation image (any tag), which reads its GPU from NVML: pause
   under its name, the GPU written on its pod by the kind GPU agent (:mod:`.gpuagent`), whose own
   image (``gpu-catalog.local/sim-gpu-agent``) is built from this checkout;
+- ``gpu-catalog.local/slurm``: Debian's Slurm 22.05 daemons, munge and MariaDB, with this
+  checkout's ``clusters`` and ``core`` packages, which start them (:mod:`.slurmpod`); the Slurm
+  pods of the ``slurm`` bundle run it (:mod:`.slurm`), and its gpu-health image then carries
+  Debian's Slurm client too (its controller's hook calls ``scontrol``);
 - a user's binary from an image-map overlay (KAI's, which nothing here builds), under the name
   the bundle gives it, on the Debian root (the binaries are linked against its C library), as
   distroless's nonroot user 65532; the evidence names the file and its sha256, and says it is
@@ -53,6 +60,9 @@ DRA_PY_PACKAGES = (*PY_PACKAGES, "grpcio")
 SIMULATED = "SIMULATED"  # how a stand-in image's source begins
 USER_SUPPLIED = "user-supplied"  # how the source of an image built from a user's binary begins
 NONROOT = "65532:65532"  # distroless's nonroot user
+# Debian's Slurm (the sim runs the same packages on the host), its munge and accounting database
+SLURM_PACKAGES = ("python3", "procps", "munge", "slurm-client", "slurmctld", "slurmd", "slurmdbd",
+                  "slurm-wlm-mysql-plugin", "mariadb-server")
 
 
 @dataclass(frozen=True)
@@ -161,12 +171,15 @@ def _kueue(ref: str, work: Path, basics: Path) -> tuple[imagearchive.Image, str]
     return imagearchive.Image(ref, (basics, layer), entrypoint=("/manager",), labels={"dev.gpu-catalog.source": src}), src
 
 
-def _gpu_health(ref: str, work: Path, say: Progress) -> tuple[imagearchive.Image, str]:
+def _gpu_health(ref: str, work: Path, say: Progress, slurm_client: bool) -> tuple[imagearchive.Image, str]:
     app = imagearchive.write_layer(work / "gpu-health.tar", _package_files("opt/gpu-health", ["gpuhealth"]))
     src = f"gpu-catalog {importlib.metadata.version('gpu-catalog')} gpucatalog/gpuhealth (this checkout), Debian {nodeimage.SUITE} python3"
+    if slurm_client:
+        src += " and Slurm 22.05 (its scontrol, for the controller's Slurm hook)"
     env = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONDONTWRITEBYTECODE=1",
            "PYTHONUNBUFFERED=1", f"PYTHONPATH=/opt/gpu-health:/{SITE}")
-    image = imagearchive.Image(ref, (nodeimage.rootfs(say), _python_site(work, say), app),
+    base = nodeimage.rootfs(say, SLURM_PACKAGES) if slurm_client else nodeimage.rootfs(say)
+    image = imagearchive.Image(ref, (base, _python_site(work, say), app),
                                entrypoint=("python3", "-m", "gpucatalog.gpuhealth.main"), cmd=("--help",), env=env,
                                labels={"dev.gpu-catalog.source": src})
     return image, src
@@ -207,6 +220,26 @@ def _gpu_agent(ref: str, work: Path, say: Progress) -> tuple[imagearchive.Image,
     return image, src
 
 
+def _slurm(ref: str, work: Path, say: Progress) -> tuple[imagearchive.Image, str]:
+    app = imagearchive.write_layer(work / "slurm-app.tar", _package_files("opt/gpu-catalog", ["clusters", "core"]))
+    src = (f"Debian {nodeimage.SUITE} {', '.join(SLURM_PACKAGES)}; gpu-catalog {importlib.metadata.version('gpu-catalog')} "
+           "gpucatalog/clusters/kind/slurmpod.py (this checkout) starting them")
+    image = imagearchive.Image(ref, (nodeimage.rootfs(say, SLURM_PACKAGES), _python_site(work, say), app),
+                               entrypoint=("python3", "-m", "gpucatalog.clusters.kind.slurmpod"), env=_STAND_IN_ENV,
+                               labels={"dev.gpu-catalog.source": src})
+    return image, src
+
+
+def _operator_stand_in(ref: str, work: Path, say: Progress) -> tuple[imagearchive.Image, str]:
+    src = (f"{SIMULATED} stand-in for Slinky's slurm-operator (the module proxy refuses it): gpu-catalog "
+           f"{importlib.metadata.version('gpu-catalog')} gpucatalog/clusters/kind/slinkystandin.py (this checkout) "
+           "answering its health probes; the kind provider starts the Slurm pods from the CRs")
+    # the operator's pod asks runAsNonRoot, as its distroless image allows
+    image = imagearchive.Image(ref, _stand_in_layers(work, say), entrypoint=("python3", "-m", "gpucatalog.clusters.kind.slinkystandin"),
+                               env=_STAND_IN_ENV, labels={"dev.gpu-catalog.source": src}, user=NONROOT)
+    return image, src
+
+
 def _reservation_stand_in(ref: str, work: Path, basics: Path) -> tuple[imagearchive.Image, str]:
     image, _src = _pause(ref, work, basics)
     src = (f"{SIMULATED} stand-in for KAI's resource-reservation binary (it reads its GPU from NVML): pause "
@@ -233,15 +266,21 @@ GPU_HEALTH_REPO = "ghcr.io/gpu-catalog/gpu-health"
 DRA_REPOS = ("registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu", "nvcr.io/nvidia/k8s-dra-driver-gpu")
 RESERVATION_REPO = "ghcr.io/kai-scheduler/kai-scheduler/resourcereservation"
 GPU_AGENT_REPO = nodeimage.REGISTRY + "/sim-gpu-agent"
+SLURM_REPO = nodeimage.REGISTRY + "/slurm"
+SLINKY_OPERATOR_REPO = "ghcr.io/slinkyproject/slurm-operator"
 
 
 def gpu_agent_ref() -> str:
     return f"{GPU_AGENT_REPO}:{importlib.metadata.version('gpu-catalog')}"
 
 
+def slurm_ref() -> str:
+    return f"{SLURM_REPO}:{importlib.metadata.version('gpu-catalog')}"
+
+
 def buildable(ref: str) -> bool:
     return ref == PAUSE_REF or ("@" not in ref and split_ref(ref)[0] in (
-        KUEUE_REPO, GPU_HEALTH_REPO, *DRA_REPOS, RESERVATION_REPO, GPU_AGENT_REPO))
+        KUEUE_REPO, GPU_HEALTH_REPO, *DRA_REPOS, RESERVATION_REPO, GPU_AGENT_REPO, SLURM_REPO, SLINKY_OPERATOR_REPO))
 
 
 def mapped_refs(refs: Sequence[str], binaries: Sequence[imagemap.MappedBinary]) -> dict[str, imagemap.MappedBinary]:
@@ -259,7 +298,9 @@ def mapped_refs(refs: Sequence[str], binaries: Sequence[imagemap.MappedBinary]) 
 def build_archive(refs: Sequence[str], dest: Path, say: Progress,
                   mapped: Mapping[str, imagemap.MappedBinary] | None = None) -> list[Built]:
     """Build the images ``refs`` (each :func:`buildable`, or served by a user's binary in
-    ``mapped``) into one archive at ``dest``."""
+    ``mapped``) into one archive at ``dest``. With the Slurm image among them, gpu-health's
+    carries Slurm's client."""
+    slurm_client = any(split_ref(r)[0] == SLURM_REPO for r in refs if "@" not in r)
     mapped = mapped or {}
     with tempfile.TemporaryDirectory(dir=nodeimage.state_dir(), prefix="images-") as tmp:
         work = Path(tmp)
@@ -282,8 +323,12 @@ def build_archive(refs: Sequence[str], dest: Path, say: Progress,
                 made.append(_reservation_stand_in(ref, work, basics))
             elif repo == GPU_AGENT_REPO:
                 made.append(_gpu_agent(ref, work, say))
+            elif repo == SLURM_REPO:
+                made.append(_slurm(ref, work, say))
+            elif repo == SLINKY_OPERATOR_REPO:
+                made.append(_operator_stand_in(ref, work, say))
             else:
-                made.append(_gpu_health(ref, work, say))
+                made.append(_gpu_health(ref, work, say, slurm_client))
         ids = imagearchive.write_archive([m[0] for m in made], dest)
     return [Built(img.ref, ids[img.ref], src) for img, src in made]
 

@@ -83,9 +83,9 @@ def apt_mirror(sources: Path = Path("/etc/apt")) -> str:
                             expected=f"a source with Suites: {SUITE} (the node image's root file system comes from it)")
 
 
-def rootfs(say: Progress = _quiet) -> Path:
-    """The Debian root file system as a tar (cached by suite and package list)."""
-    key = hashlib.sha256(f"{SUITE}\n{' '.join(PACKAGES)}".encode()).hexdigest()[:12]
+def rootfs(say: Progress = _quiet, packages: tuple[str, ...] = PACKAGES) -> Path:
+    """A Debian root file system with ``packages`` as a tar (cached by suite and package list)."""
+    key = hashlib.sha256(f"{SUITE}\n{' '.join(packages)}".encode()).hexdigest()[:12]
     out = state_dir() / f"rootfs-{SUITE}-{key}.tar"
     if out.is_file():
         return out
@@ -93,9 +93,9 @@ def rootfs(say: Progress = _quiet) -> Path:
     mirror = apt_mirror()
     with tempfile.TemporaryDirectory(dir=out.parent, prefix="rootfs-") as tmp:
         tree = Path(tmp) / "root"
-        say(f"debootstrap {SUITE} ({len(PACKAGES)} packages)")
+        say(f"debootstrap {SUITE} ({len(packages)} packages)")
         started = time.monotonic()
-        executor.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, tree, mirror],
+        executor.run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, tree, mirror],
                      timeout=1800)
         _tar(tree, out)
         say(f"root file system ready in {time.monotonic() - started:.0f} s")
