@@ -171,6 +171,10 @@ def start(objects: Sequence[Mapping[str, Any]], core: Any, kubectl: Path, kubeco
     if lay.pids.exists():
         raise errors.ConflictError(f"kind cluster state {state} already runs a Slurm cluster",
                                    expected="`catalog cluster down` first")
+    if len(str(lay.munge_socket)) > SOCKET_PATH_MAX:
+        raise errors.InputError(f"the host's munged socket {lay.munge_socket} would be {len(str(lay.munge_socket))} "
+                                f"bytes, more than a unix socket path holds ({SOCKET_PATH_MAX})",
+                                field="GPU_CATALOG_CACHE", expected="a shorter cache folder or cluster name")
     try:
         for node in [plane, *nodes]:
             executor.run(["docker", "exec", "-i", node, "tar", "-x", "-C", "/"], input=files, env=env, timeout=60,
@@ -189,7 +193,7 @@ def start(objects: Sequence[Mapping[str, Any]], core: Any, kubectl: Path, kubeco
         executor.run([kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-"],
                      input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests(spec, plane, net, image)}),
                      timeout=120)
-        _wait_idle(core, lay, nodes, timeout)
+        _wait_idle(core, lay, sup, nodes, timeout)
     except BaseException:
         stop(state)
         raise
@@ -203,13 +207,14 @@ def _version(lay: Layout) -> str:
     return out.split()[-1] if out.split() else "?"
 
 
-def _wait_idle(core: Any, lay: Layout, nodes: Sequence[str], timeout: float) -> None:
-    """Until ``sinfo`` on the host shows every Slurm node idle; a Slurm pod that failed, or a
-    node that registered invalid, ends the wait at once with its cause."""
+def _wait_idle(core: Any, lay: Layout, sup: Supervisor, nodes: Sequence[str], timeout: float) -> None:
+    """Until ``sinfo`` on the host shows every Slurm node idle; a Slurm pod that failed, the
+    host's munged exiting, or a node that registered invalid ends the wait at once with its cause."""
     env = {"SLURM_CONF": str(lay.slurm_conf)}
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
+        sup.check()
         for pod in core.list_namespaced_pod(NAMESPACE).items:
             restarted = any((c.restart_count or 0) > 0 for c in pod.status.container_statuses or [])
             if pod.status.phase in ("Failed", "Succeeded") or restarted:

@@ -198,3 +198,18 @@ def test_one_slurmd_per_pod_keeps_its_spool_without_the_node_name(render_chart: 
     ports = config.Ports(slurmctld=6817, slurmd=dict.fromkeys(nodes, 6818))
     lines = config.slurm_conf(spec, Layout(Path(slurmpod.ROOT)), ports, net).splitlines()
     assert f"SlurmdSpoolDir={slurmpod.ROOT}/spool" in lines and f"SlurmdPidFile={slurmpod.ROOT}/run/slurmd.pid" in lines
+
+
+def test_a_host_munged_socket_path_too_long_is_refused_before_anything_starts(render_chart: RenderChart,
+                                                                              tmp_path: Path) -> None:
+    objects = render_chart("slurm", set_json=[THREE])
+    core = SimpleNamespace(list_node=lambda: SimpleNamespace(items=_kind_nodes()))
+    state = tmp_path / ("d" * 90) / "kind-x"
+
+    def never(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("nothing may run")
+
+    with pytest.raises(errors.InputError, match="more than a unix socket path holds") as exc:
+        slurm.start(objects, core, Path("kubectl"), Path("kubeconfig"), state, "img", {}, never)
+    assert exc.value.field == "GPU_CATALOG_CACHE"
+    assert not state.exists()
