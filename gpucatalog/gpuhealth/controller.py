@@ -239,11 +239,15 @@ class Controller:
             self._slurm(lambda: self.slurm.resume(node), node)
 
     def slurm_busy(self, node: str) -> bool:
-        """Whether Slurm still runs jobs on ``node`` (a node Slurm does not know runs none)."""
+        """Whether Slurm still runs jobs on ``node`` (a node Slurm does not know runs none). While
+        Slurm cannot be asked, it may: the node waits, and its drain timeout still runs."""
         try:
             return self.slurm.busy(node)
         except PermanentError:
             return False
+        except TemporaryError as exc:
+            self.log("slurm state unknown; the drain waits", node=node, error=exc)
+            return True
 
     def _slurm(self, call: Callable[[], object], node: str) -> object:
         try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpucatalog.gpuhealth import controller, engine
 from gpucatalog.gpuhealth.actuator import from_config
-from gpucatalog.gpuhealth.errors import PermanentError
+from gpucatalog.gpuhealth.errors import PermanentError, TemporaryError
 from gpucatalog.gpuhealth.slurm import NoSlurm
 
 
@@ -51,3 +51,14 @@ def test_quarantined_and_draining_nodes_carry_what_slurm_says() -> None:
 def test_a_node_slurm_does_not_know_runs_no_slurm_job() -> None:
     ctl = _controller(Hook({"x": PermanentError("Slurm does not know node: Invalid node name specified")}))
     assert ctl.enrich(_view("x", engine.DRAINING)).slurm_busy is False
+
+
+def test_while_slurm_cannot_be_asked_the_node_waits_and_its_drain_timeout_still_runs() -> None:
+    """An unreachable slurmctld neither lets a repair kill jobs nor freezes the node: the engine
+    sees it busy, so the drain timeout escalates it if the outage lasts."""
+    logged: list[str] = []
+    ctl = controller.Controller(PodsApi(), controller.ControllerConfig("gpu-health"),  # type: ignore[arg-type]
+                                from_config(None), slurm=Hook({"x": TemporaryError("slurmctld not responding", delay=15)}),
+                                logger=lambda msg, **kv: logged.append(msg))
+    assert ctl.enrich(_view("x", engine.DRAINING)).slurm_busy is True
+    assert logged == ["slurm state unknown; the drain waits"]
