@@ -211,9 +211,9 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         engine can pull are left to it. Slinky CRs (the ``slurm`` bundle): the Slurm cluster
         they call for, in pods (:mod:`.slurm`)."""
         refs = [*images.images_of(objects), images.PAUSE_REF]
-        with_slurm = slurm.wanted(objects)
-        if with_slurm:
-            slurm.plan(objects, self._core().list_node().items)  # a NodeSet kind cannot place: refused before any build
+        # a NodeSet kind cannot place is refused before any build
+        slurm_plan = slurm.plan(objects, self._core().list_node().items) if slurm.wanted(objects) else None
+        if slurm_plan:
             refs.append(images.slurm_ref())
         # KAI's reservation pods need a GPU written on them: the SIMULATED GPU agent does it
         agent = any(images.split_ref(r)[0] == images.RESERVATION_REPO for r in refs)
@@ -234,9 +234,9 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
                                            "items": gpuagent.manifests(images.gpu_agent_ref())}), timeout=120)
         lines = [b.line() for b in built]
         lines += [f"image {r}: pulled by the nodes (not built here)" for r in refs if r not in local]
-        if with_slurm:
-            lines += slurm.start(objects, self._core(), build.ensure("kubectl"), self.kubeconfig(), self.state,
-                                 images.slurm_ref(), env, _quiet)
+        if slurm_plan:
+            lines += slurm.start(slurm_plan, self._core(), build.ensure("kubectl"), self.kubeconfig(), self.state,
+                                 images.slurm_ref(), env)
         return lines
 
     def endpoints(self) -> dict[str, str]:

@@ -25,7 +25,8 @@ import json
 import secrets
 import tarfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,11 @@ from gpucatalog.clusters.kind import slurmpod
 from gpucatalog.clusters.kind.config import SHAPE_LABEL
 from gpucatalog.clusters.slurm import config as slurm_config
 from gpucatalog.clusters.slurm import munge, placement
+from gpucatalog.clusters.slurm import startup as local_startup
 from gpucatalog.clusters.slurm.layout import Layout
 from gpucatalog.clusters.slurm.processes import Supervisor
 from gpucatalog.core import errors, executor
 
-Progress = Callable[[str], None]
 NAMESPACE = "gpu-catalog-slurm"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 SOCKET_PATH_MAX = 107
@@ -66,9 +67,24 @@ def _address(node: Any) -> str:
     raise errors.ToolError(["kind", "slurm"], 1, f"node {node.metadata.name} reports no InternalIP")
 
 
-def plan(objects: Sequence[Mapping[str, Any]], nodes: Sequence[Any]) -> tuple[local_slurm.ClusterSpec, str, slurm_config.Network]:
-    """(the Slurm cluster, the control-plane node, where each daemon listens) for kind ``nodes``.
-    A worker's shape label stands for the instance type the NodeSets' shape annotation names."""
+@dataclass(frozen=True)
+class Plan:
+    """The Slurm cluster a bundle's CRs call for, placed on a kind cluster's nodes."""
+
+    spec: local_slurm.ClusterSpec
+    plane: str  # the control-plane node: slurmctld's
+    net: slurm_config.Network  # where each daemon listens
+
+    @property
+    def nodes(self) -> list[str]:
+        """The Slurm nodes, each named after the Kubernetes node its slurmd runs on."""
+        return [s for ns in self.spec.nodesets for s in ns.node_names()]
+
+
+def plan(objects: Sequence[Mapping[str, Any]], nodes: Sequence[Any]) -> Plan:
+    """Where the Slurm cluster of the rendered ``objects`` runs on kind ``nodes``; a NodeSet no
+    worker fits is refused. A worker's shape label stands for the instance type the NodeSets'
+    shape annotation names."""
     labelled = []
     for n in nodes:
         labels = dict(n.metadata.labels or {})
@@ -90,8 +106,8 @@ def plan(objects: Sequence[Mapping[str, Any]], nodes: Sequence[Any]) -> tuple[lo
             raise errors.InputError(f"kind node name {node!r} is too long for Slurm's socket paths ({sock!r} is "
                                     f"{len(sock)} bytes, at most {SOCKET_PATH_MAX})", field="--cluster-name",
                                     expected=f"a name at least {len(sock) - SOCKET_PATH_MAX} characters shorter")
-    return spec, planes[0], slurm_config.Network(controller=(planes[0], addr[planes[0]]),
-                                                  nodes={s: addr[s] for s in slurm_nodes}, own_hosts=True)
+    return Plan(spec, planes[0], slurm_config.Network(controller=(planes[0], addr[planes[0]]),
+                                                      nodes={s: addr[s] for s in slurm_nodes}, own_hosts=True))
 
 
 def node_files(conf: str, gres: str, key: bytes) -> bytes:
@@ -130,11 +146,12 @@ def _labels(component: str, node: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "slurm", "app.kubernetes.io/component": component, NODE_LABEL: node}
 
 
-def manifests(spec: local_slurm.ClusterSpec, plane: str, net: slurm_config.Network, image: str) -> list[dict[str, Any]]:
-    """The namespace; slurmctld's pod, pinned to ``plane``, which gpu-health never drains; and one
-    StatefulSet of one slurmd per Slurm node, on that node, as Slinky's NodeSet keeps its pods: a
-    slurmd evicted by a drain comes back once the node is schedulable again."""
-    host, addr = net.controller
+def manifests(p: Plan, image: str) -> list[dict[str, Any]]:
+    """The namespace; slurmctld's pod, pinned to the control-plane node, which gpu-health never
+    drains; and one StatefulSet of one slurmd per Slurm node, on that node, as Slinky's NodeSet
+    keeps its pods: a slurmd evicted by a drain comes back once the node is schedulable again."""
+    spec, plane = p.spec, p.plane
+    host, addr = p.net.controller
     ctl = ["controller", "--host", host, "--addr", addr, "--cluster", spec.cluster_name]
     ctld_spec = {**_pod_spec("slurmctld", image, ctl + (["--accounting"] if spec.accounting else [])),
                  "nodeName": plane, "restartPolicy": "Never", "tolerations": [{"operator": "Exists"}]}
@@ -155,18 +172,16 @@ def manifests(spec: local_slurm.ClusterSpec, plane: str, net: slurm_config.Netwo
     return items
 
 
-def start(objects: Sequence[Mapping[str, Any]], core: Any, kubectl: Path, kubeconfig: Path, state: Path,
-          image: str, env: dict[str, str], say: Progress, timeout: float = 300.0) -> list[str]:
-    """Start the Slurm cluster the rendered ``objects`` call for; one line saying what runs where.
-    On failure everything of it on the host is stopped (the pods go with the cluster)."""
+def start(p: Plan, core: Any, kubectl: Path, kubeconfig: Path, state: Path, image: str, env: dict[str, str],
+          timeout: float = slurmpod.START_TIMEOUT) -> list[str]:
+    """Start the Slurm cluster ``p`` (from :func:`plan`); one line saying what runs where. On
+    failure everything of it on the host is stopped (the pods go with the cluster)."""
     t0 = time.monotonic()
-    spec, plane, net = plan(objects, core.list_node().items)
+    spec, nodes = p.spec, p.nodes
     pod_lay = Layout(Path(slurmpod.ROOT))
-    nodes = [s for ns in spec.nodesets for s in ns.node_names()]
-    ports = slurm_config.Ports(slurmctld=slurmpod.PORTS.slurmctld, slurmd=dict.fromkeys(nodes, slurmpod.SLURMD_PORT),
-                               slurmdbd=slurmpod.PORTS.slurmdbd, mysql=slurmpod.PORTS.mysql)
+    ports = slurm_config.standard_ports(nodes)
     key = secrets.token_bytes(1024)
-    files = node_files(slurm_config.slurm_conf(spec, pod_lay, ports, net), slurm_config.gres_conf(spec, pod_lay), key)
+    files = node_files(slurm_config.slurm_conf(spec, pod_lay, ports, p.net), slurm_config.gres_conf(spec, pod_lay), key)
     lay = host_layout(state)
     if lay.pids.exists():
         raise errors.ConflictError(f"kind cluster state {state} already runs a Slurm cluster",
@@ -176,7 +191,7 @@ def start(objects: Sequence[Mapping[str, Any]], core: Any, kubectl: Path, kubeco
                                 f"bytes, more than a unix socket path holds ({SOCKET_PATH_MAX})",
                                 field="GPU_CATALOG_CACHE", expected="a shorter cache folder or cluster name")
     try:
-        for node in [plane, *nodes]:
+        for node in [p.plane, *nodes]:
             executor.run(["docker", "exec", "-i", node, "tar", "-x", "-C", "/"], input=files, env=env, timeout=60,
                          text=False)
         # the host's clients: their own munged with the cluster's key, and slurm.conf naming it
@@ -185,19 +200,18 @@ def start(objects: Sequence[Mapping[str, Any]], core: Any, kubectl: Path, kubeco
         keyfile = lay.munge / "munge.key"
         keyfile.write_bytes(key)
         keyfile.chmod(0o400)
-        lay.slurm_conf.write_text(slurm_config.slurm_conf(spec, pod_lay, ports, net, munge_socket=lay.munge_socket))
+        lay.slurm_conf.write_text(slurm_config.slurm_conf(spec, pod_lay, ports, p.net, munge_socket=lay.munge_socket))
         sup = Supervisor(lay, {"SLURM_CONF": str(lay.slurm_conf)})
         _HOST_MUNGED[str(lay.root)] = sup
         munge.start(sup, lay)
-        say(f"Slurm pods: slurmctld on {plane}, slurmd on {', '.join(nodes)}")
         executor.run([kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-"],
-                     input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests(spec, plane, net, image)}),
+                     input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests(p, image)}),
                      timeout=120)
         _wait_idle(core, lay, sup, nodes, timeout)
     except BaseException:
         stop(state)
         raise
-    return [f"Slurm {_version(lay)} cluster {spec.cluster_name!r} in pods: slurmctld on {plane}"
+    return [f"Slurm {_version(lay)} cluster {spec.cluster_name!r} in pods: slurmctld on {p.plane}"
             + (" with slurmdbd + MariaDB" if spec.accounting else "")
             + f", {len(nodes)} slurmd ({', '.join(nodes)}), idle {time.monotonic() - t0:.1f}s after the start"]
 
@@ -220,14 +234,13 @@ def _wait_idle(core: Any, lay: Layout, sup: Supervisor, nodes: Sequence[str], ti
             if pod.status.phase in ("Failed", "Succeeded") or restarted:
                 log = core.read_namespaced_pod_log(pod.metadata.name, NAMESPACE, tail_lines=20, previous=restarted)
                 raise errors.ToolError(["kind", "slurm"], 1, f"Slurm pod {pod.metadata.name} exited:\n{log}")
-        res = executor.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=env, check=False, timeout=30)
-        states = dict(line.split(None, 1) for line in res.stdout.splitlines() if line.strip())
-        bad = sorted(n for n, s in states.items() if s.startswith(("inval", "drain")))
+        states, error = local_startup.node_states(env)
+        bad = local_startup.unusable(states)
         if bad:
             raise errors.ToolError(["kind", "slurm"], 1, f"Slurm nodes {bad} registered invalid: {states}")
         if sorted(states) == sorted(nodes) and all(s == "idle" for s in states.values()):
             return
-        last = (res.stderr.strip().splitlines() or ["?"])[-1] if res.returncode else f"states {states}"
+        last = error or f"states {states}"
         time.sleep(1)
     raise errors.ToolError(["kind", "slurm"], 124, f"Slurm nodes not idle after {timeout:.0f}s: {last}")
 

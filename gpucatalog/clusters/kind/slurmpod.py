@@ -19,33 +19,24 @@ pod exits non-zero, with the end of the log, as soon as one of its daemons exits
 from __future__ import annotations
 
 import argparse
-import secrets
 import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from gpucatalog.clusters.slurm import cleanup, config, devices, mariadb, munge
+from gpucatalog.clusters.slurm import cleanup, config, devices, munge, startup
 from gpucatalog.clusters.slurm.layout import Layout
 from gpucatalog.clusters.slurm.processes import Supervisor, log_tail
-from gpucatalog.core import errors, executor
+from gpucatalog.core import errors
 
 ROOT = "/var/lib/gpu-catalog-slurm"  # the Slurm layout inside each pod (its munge/ is MUNGE_DIR)
 CONF_DIR = "/etc/gpu-catalog-slurm"  # on each node: slurm.conf and gres.conf
 MUNGE_DIR = "/run/gpu-catalog-slurm"  # on each node: munge.key and munged's socket
-PORTS = config.Ports(slurmctld=6817, slurmd={}, slurmdbd=6819, mysql=3306)
-SLURMD_PORT = 6818
-
-
-def _wait(sup: Supervisor, what: str, probe: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not probe():
-        sup.check()
-        if time.monotonic() > deadline:
-            raise errors.ToolError(["slurm pod"], 124, f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
+# each daemon's own start, MariaDB's first start included; the provider waits as long for the
+# whole cluster, so a slow machine fails there, naming what it waited for
+START_TIMEOUT = 300.0
 
 
 def _prepare(lay: Layout) -> Supervisor:
@@ -55,26 +46,15 @@ def _prepare(lay: Layout) -> Supervisor:
         shutil.copyfile(Path(CONF_DIR) / name, lay.etc / name)
     sup = Supervisor(lay, {"SLURM_CONF": str(lay.slurm_conf)})
     munge.start(sup, lay)
-    _wait(sup, "munged's socket", lay.munge_socket.exists, 30)
+    startup.wait(sup, "munged's socket", lay.munge_socket.exists, START_TIMEOUT, interval=0.2)
     return sup
 
 
 def controller(lay: Layout, host: str, addr: str, cluster: str, accounting: bool) -> Supervisor:
     sup = _prepare(lay)
-    env = {"SLURM_CONF": str(lay.slurm_conf)}
     if accounting:
-        password = secrets.token_hex(12)
-        mariadb.start(sup, lay, PORTS.mysql, password, 120)
-        lay.slurmdbd_conf.write_text(config.slurmdbd_conf(lay, PORTS, mariadb.DB_USER, password,
-                                                          config.Network(controller=(host, addr))))
-        lay.slurmdbd_conf.chmod(0o600)  # slurmdbd refuses a readable file holding the password
-        sup.start("slurmdbd", ["slurmdbd", "-D"], lay.log / "slurmdbd.out")
-
-        def cluster_added() -> bool:
-            res = executor.run(["sacctmgr", "-i", "add", "cluster", cluster], env=env, check=False, timeout=30)
-            return res.returncode == 0 or "already exist" in res.stdout + res.stderr
-
-        _wait(sup, "slurmdbd to accept sacctmgr", cluster_added, 120)
+        startup.start_accounting(sup, lay, config.standard_ports(), cluster, START_TIMEOUT,
+                                 config.Network(controller=(host, addr)))
     sup.start("slurmctld", ["slurmctld", "-D", "-i"], lay.log / "slurmctld.out")
     return sup
 

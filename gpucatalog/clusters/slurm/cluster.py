@@ -14,12 +14,11 @@ the certify pipeline, tests and ``bench/slurm_*.py``::
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from gpucatalog.clusters.slurm import cleanup, config, devices, mariadb, munge, ports
+from gpucatalog.clusters.slurm import cleanup, config, devices, munge, ports, startup
 from gpucatalog.clusters.slurm.layout import Layout
 from gpucatalog.clusters.slurm.processes import Supervisor, log_tail
 from gpucatalog.clusters.slurm.spec import ClusterSpec
@@ -108,7 +107,7 @@ class SlurmCluster:
         munge.start(self.sup, lay)
         self._wait("munged socket", lambda: lay.munge_socket.exists(), 20)
         if self.spec.accounting:
-            self._start_accounting(timeout)
+            self.timings.update(startup.start_accounting(self.sup, lay, self.ports, self.spec.cluster_name, timeout))
         self.timings["prepare"] = time.monotonic() - t
         t = time.monotonic()
         self.sup.start("slurmctld", ["slurmctld", "-D", "-i"], lay.log / "slurmctld.out")
@@ -120,51 +119,16 @@ class SlurmCluster:
         self._wait(f"{len(nodes)} Slurm nodes to be idle", self._all_idle, timeout)
         self.timings["slurmd"] = time.monotonic() - t
 
-    def _start_accounting(self, timeout: float) -> None:
-        assert self.ports is not None
-        t = time.monotonic()
-        password = secrets.token_hex(12)
-        mariadb.start(self.sup, self.layout, self.ports.mysql, password, timeout)
-        self.timings["mariadb"] = time.monotonic() - t
-        t = time.monotonic()
-        conf = self.layout.slurmdbd_conf
-        conf.write_text(config.slurmdbd_conf(self.layout, self.ports, mariadb.DB_USER, password))
-        os.chmod(conf, 0o600)  # slurmdbd refuses a readable file holding the DB password
-        self.sup.start("slurmdbd", ["slurmdbd", "-D"], self.layout.log / "slurmdbd.out")
-
-        def cluster_added() -> bool:
-            res = executor.run(
-                ["sacctmgr", "-i", "add", "cluster", self.spec.cluster_name], env=self.env, check=False, timeout=30
-            )
-            return res.returncode == 0 or "already exist" in res.stdout + res.stderr
-
-        self._wait("slurmdbd to accept sacctmgr", cluster_added, timeout)
-        self.timings["slurmdbd"] = time.monotonic() - t
-
     def _ctld_up(self) -> bool:
         res = executor.run(["scontrol", "ping"], env=self.env, check=False, timeout=30)
         return "UP" in res.stdout
 
     def _all_idle(self) -> bool:
-        res = executor.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=self.env, check=False, timeout=30)
-        states: dict[str, str] = {}
-        for line in res.stdout.splitlines():
-            name, state = line.split()
-            states[name] = state
-        bad = [n for n, s in states.items() if s.startswith(("inval", "drain"))]
+        states, _error = startup.node_states(self.env)
+        bad = startup.unusable(states)
         if bad:
             raise errors.ToolError(["slurmd"], 1, f"nodes {bad} registered invalid:\n" + log_tail(self.layout.log / "slurmctld.log"))
-        return len(states) == len(self.node_names()) and all(s == "idle" for s in states.values())
+        return sorted(states) == sorted(self.node_names()) and all(s == "idle" for s in states.values())
 
-    def _wait(self, what: str, probe: object, timeout: float) -> None:
-        assert callable(probe)
-        deadline = time.monotonic() + timeout
-        while not probe():
-            self.sup.check()
-            if time.monotonic() > deadline:
-                last = self.sup.daemons[-1]
-                raise errors.ToolError(
-                    ["slurm start"], 124,
-                    f"timed out after {timeout:.0f}s waiting for {what}; end of {last.log}:\n" + log_tail(last.log),
-                )
-            time.sleep(0.05)
+    def _wait(self, what: str, probe: Callable[[], bool], timeout: float) -> None:
+        startup.wait(self.sup, what, probe, timeout)

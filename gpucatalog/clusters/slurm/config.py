@@ -9,7 +9,7 @@ under the state folder, munge socket, no cgroups). Called by :mod:`.cluster`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +53,11 @@ class Ports:
     slurmd: dict[str, int]  # node name -> port
     slurmdbd: int = 0
     mysql: int = 0
+
+
+def standard_ports(nodes: Sequence[str] = ()) -> Ports:
+    """Slurm's own port numbers (and MariaDB's), for daemons on hosts of their own: kind's pods."""
+    return Ports(slurmctld=6817, slurmd=dict.fromkeys(nodes, 6818), slurmdbd=6819, mysql=3306)
 
 
 @dataclass(frozen=True)

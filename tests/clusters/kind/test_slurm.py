@@ -45,8 +45,9 @@ def _kind_nodes(workers: int = 3, shape: str = "h100-80gb-x8") -> list[Any]:
 def test_slurmctld_goes_to_the_control_plane_and_a_slurmd_to_each_gpu_worker(render_chart: RenderChart) -> None:
     objects = render_chart("slurm", set_json=[THREE])
     assert slurm.wanted(objects)
-    spec, plane, net = slurm.plan(objects, _kind_nodes())
-    assert plane == "gc-control-plane"
+    p = slurm.plan(objects, _kind_nodes())
+    spec, plane, net = p.spec, p.plane, p.net
+    assert plane == "gc-control-plane" and p.nodes == ["gc-worker", "gc-worker2", "gc-worker3"]
     assert net.controller == ("gc-control-plane", "172.18.0.2")
     assert spec.nodesets[0].node_names() == ["gc-worker", "gc-worker2", "gc-worker3"]
     assert net.node("gc-worker") == ("gc-worker", "172.18.0.12") and net.node("gc-worker3") == ("gc-worker3", "172.18.0.10")
@@ -85,8 +86,9 @@ def test_each_node_gets_the_configuration_readable_and_the_munge_key_root_only()
 
 def test_the_pods_run_each_daemon_on_its_node_host_network(render_chart: RenderChart) -> None:
     objects = render_chart("slurm", set_json=[THREE])
-    spec, plane, net = slurm.plan(objects, _kind_nodes())
-    items = slurm.manifests(spec, plane, net, "gpu-catalog.local/slurm:1")
+    p = slurm.plan(objects, _kind_nodes())
+    spec = p.spec
+    items = slurm.manifests(p, "gpu-catalog.local/slurm:1")
     assert items[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": slurm.NAMESPACE}}
     ctld = items[1]
     assert (ctld["kind"], ctld["metadata"]["name"]) == ("Pod", "slurmctld")
@@ -120,8 +122,7 @@ def test_the_pods_run_each_daemon_on_its_node_host_network(render_chart: RenderC
 
 def test_without_accounting_slurmctld_starts_no_database(render_chart: RenderChart) -> None:
     objects = render_chart("slurm", set_json=[THREE, 'accounting={"enabled":false}'])
-    spec, plane, net = slurm.plan(objects, _kind_nodes())
-    ctl = slurm.manifests(spec, plane, net, "img")[1]
+    ctl = slurm.manifests(slurm.plan(objects, _kind_nodes()), "img")[1]
     assert "--accounting" not in ctl["spec"]["containers"][0]["command"]
 
 
@@ -184,8 +185,7 @@ def test_node_names_too_long_for_slurmstepd_sockets_are_refused_naming_the_clust
     with pytest.raises(errors.InputError, match="too long for Slurm's socket paths") as exc:
         slurm.plan(objects, nodes)
     assert exc.value.field == "--cluster-name"
-    _spec, _plane, net = slurm.plan(objects, _kind_nodes())
-    assert net.own_hosts
+    assert slurm.plan(objects, _kind_nodes()).net.own_hosts
 
 
 def test_one_slurmd_per_pod_keeps_its_spool_without_the_node_name(render_chart: RenderChart) -> None:
@@ -193,23 +193,21 @@ def test_one_slurmd_per_pod_keeps_its_spool_without_the_node_name(render_chart: 
     from gpucatalog.clusters.slurm.layout import Layout
 
     objects = render_chart("slurm", set_json=[THREE])
-    spec, _plane, net = slurm.plan(objects, _kind_nodes())
-    nodes = [n for ns in spec.nodesets for n in ns.node_names()]
-    ports = config.Ports(slurmctld=6817, slurmd=dict.fromkeys(nodes, 6818))
-    lines = config.slurm_conf(spec, Layout(Path(slurmpod.ROOT)), ports, net).splitlines()
+    p = slurm.plan(objects, _kind_nodes())
+    lines = config.slurm_conf(p.spec, Layout(Path(slurmpod.ROOT)), config.standard_ports(p.nodes), p.net).splitlines()
     assert f"SlurmdSpoolDir={slurmpod.ROOT}/spool" in lines and f"SlurmdPidFile={slurmpod.ROOT}/run/slurmd.pid" in lines
 
 
 def test_a_host_munged_socket_path_too_long_is_refused_before_anything_starts(render_chart: RenderChart,
                                                                               tmp_path: Path) -> None:
     objects = render_chart("slurm", set_json=[THREE])
-    core = SimpleNamespace(list_node=lambda: SimpleNamespace(items=_kind_nodes()))
     state = tmp_path / ("d" * 90) / "kind-x"
 
     def never(*_a: Any, **_k: Any) -> None:
         raise AssertionError("nothing may run")
 
+    core = SimpleNamespace(list_namespaced_pod=never)
     with pytest.raises(errors.InputError, match="more than a unix socket path holds") as exc:
-        slurm.start(objects, core, Path("kubectl"), Path("kubeconfig"), state, "img", {}, never)
+        slurm.start(slurm.plan(objects, _kind_nodes()), core, Path("kubectl"), Path("kubeconfig"), state, "img", {})
     assert exc.value.field == "GPU_CATALOG_CACHE"
     assert not state.exists()
