@@ -39,7 +39,12 @@ def test_slurm_certifies_on_kind_with_its_daemons_in_pods(engine_up: None, tmp_p
         rc = main(["certify", "slurm@0.2.1", "--cluster", "kind", "--cluster-name", name,
                    "--signing-key", str(key.private_path), "--evidence", str(tmp_path / "ev"), "--json"])
         out = json.loads(capsys.readouterr().out)
-        (suite,) = [s for s in out["suites"] if s["name"] == "slurm"]
+        # a step that failed before the suite (services, install) names its cause here
+        steps = [(s["name"], s["result"], [c["reason"] for c in s["cases"] if c["result"] != "passed"])
+                 for s in out["suites"]]
+        ran = [s for s in out["suites"] if s["name"] == "slurm"]
+        assert len(ran) == 1, f"no slurm suite ran: {steps}"
+        suite = ran[0]
         cases = {c["name"]: c for c in suite["cases"]}
         assert rc == 0 and out["result"] == "passed", [(n, c["result"], c["reason"]) for n, c in cases.items()]
         assert list(cases) == CASES and all(c["result"] == "passed" for c in cases.values())
