@@ -9,7 +9,10 @@ clean line (exit 2) instead of a traceback from deep inside whichever module wro
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from gpucatalog.core import errors
@@ -39,3 +42,17 @@ def unusable(exc: OSError) -> errors.InputError | None:
     return errors.InputError(
         f"the cache folder {base} cannot be written ({exc.strerror}: {where})", field=ENV,
         expected=f"a writable folder: fix its permissions, or point ${ENV} at another one")
+
+
+@contextmanager
+def building(out: Path) -> Iterator[bool]:
+    """Held while the cached artifact ``out`` is built; yields whether it still needs building.
+    Test workers and concurrent certifications build the same artifacts: a second builder waits
+    for the first and finds ``out`` made, rather than writing the same partial file beside it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_name(out.name + ".lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield not out.exists()
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

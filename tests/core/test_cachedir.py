@@ -4,6 +4,7 @@ GPU_CATALOG_CACHE), never a traceback from whichever module wrote to it first.""
 from __future__ import annotations
 
 import errno
+import threading
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,24 @@ def test_read_only_cache_errors_are_named_and_others_are_not(tmp_path: Path, mon
     # an error outside the cache folder, or one that is not about writing, stays a bug
     assert cachedir.unusable(OSError(errno.EROFS, "Read-only file system", "/elsewhere")) is None
     assert cachedir.unusable(OSError(errno.EIO, "I/O error", str(tmp_path / "x"))) is None
+
+
+def test_a_second_builder_waits_for_the_first_and_finds_the_artifact_made(tmp_path: Path) -> None:
+    """Two test workers building the same cached layer: one builds, the other uses what it made."""
+    out = tmp_path / "kind-node" / "python-site-abc.tar"
+    entered = threading.Event()
+    seen: list[bool] = []
+
+    def second() -> None:
+        with cachedir.building(out) as needed:
+            seen.append(needed)
+
+    with cachedir.building(out) as needed:
+        assert needed
+        other = threading.Thread(target=lambda: (entered.set(), second()))
+        other.start()
+        entered.wait(10)
+        assert not seen  # still waiting on the first builder's lock
+        out.write_bytes(b"layer")
+    other.join(10)
+    assert seen == [False] and out.read_bytes() == b"layer"

@@ -49,7 +49,7 @@ from typing import Any
 import gpucatalog
 from gpucatalog.clusters.kind import imagearchive, nodeimage
 from gpucatalog.clusters.sim import imagemap
-from gpucatalog.core import errors, executor
+from gpucatalog.core import cachedir, errors, executor
 from gpucatalog.toolchain import build
 
 Progress = Callable[[str], None]
@@ -133,13 +133,16 @@ def _python_site(work: Path, say: Progress, packages: Sequence[str] = PY_PACKAGE
     layer = nodeimage.state_dir() / f"python-site-{key}.tar"
     if layer.is_file():
         return layer
-    target = work / f"site-{key}"
-    say(f"pip install --target ({', '.join(pins)})")
-    executor.run([sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", target, *pins],
-                 timeout=600)
-    files = {f"{SITE}/{p.relative_to(target)}": p for p in sorted(target.rglob("*"))
-             if p.is_file() and "__pycache__" not in p.parts}
-    return imagearchive.write_layer(layer, files)
+    with cachedir.building(layer) as needed:
+        if needed:
+            target = work / f"site-{key}"
+            say(f"pip install --target ({', '.join(pins)})")
+            executor.run([sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", target, *pins],
+                         timeout=600)
+            files = {f"{SITE}/{p.relative_to(target)}": p for p in sorted(target.rglob("*"))
+                     if p.is_file() and "__pycache__" not in p.parts}
+            imagearchive.write_layer(layer, files)
+    return layer
 
 
 def _package_files(prefix: str, subpackages: Sequence[str]) -> dict[str, Path]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucatalog.clusters.kind import capfilter, config, engine, imagearchive
-from gpucatalog.core import errors, executor
+from gpucatalog.core import cachedir, errors, executor
 from gpucatalog.toolchain import build
 
 Progress = Callable[[str], None]
@@ -89,16 +89,18 @@ def rootfs(say: Progress = _quiet, packages: tuple[str, ...] = PACKAGES) -> Path
     out = state_dir() / f"rootfs-{SUITE}-{key}.tar"
     if out.is_file():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
     mirror = apt_mirror()
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix="rootfs-") as tmp:
-        tree = Path(tmp) / "root"
-        say(f"debootstrap {SUITE} ({len(packages)} packages)")
-        started = time.monotonic()
-        executor.run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, tree, mirror],
-                     timeout=1800)
-        _tar(tree, out)
-        say(f"root file system ready in {time.monotonic() - started:.0f} s")
+    with cachedir.building(out) as needed:
+        if not needed:
+            return out
+        with tempfile.TemporaryDirectory(dir=out.parent, prefix="rootfs-") as tmp:
+            tree = Path(tmp) / "root"
+            say(f"debootstrap {SUITE} ({len(packages)} packages)")
+            started = time.monotonic()
+            executor.run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, tree, mirror],
+                         timeout=1800)
+            _tar(tree, out)
+            say(f"root file system ready in {time.monotonic() - started:.0f} s")
     return out
 
 
@@ -119,10 +121,11 @@ def pause_binary() -> Path:
     if out.is_file():
         return out
     src = build.module_dir("k8s.io/kubernetes", build.group_of("kubelet").version) / "build/pause/linux/pause.c"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
-    executor.run(["gcc", "-Os", "-Wall", "-Werror", "-static", f"-DVERSION=v{PAUSE_VERSION}", "-o", partial, src])
-    os.replace(partial, out)
+    with cachedir.building(out) as needed:
+        if needed:
+            partial = out.with_name(out.name + ".partial")
+            executor.run(["gcc", "-Os", "-Wall", "-Werror", "-static", f"-DVERSION=v{PAUSE_VERSION}", "-o", partial, src])
+            os.replace(partial, out)
     return out
 
 
