@@ -12,6 +12,7 @@ One cluster, on one worker: the certification keeps it, the checks run on it, th
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -72,7 +73,9 @@ def test_certify_on_kind_then_pods_on_two_workers_talk_over_the_pod_network(
                    "--suite", "accelerator_metrics", "--suite", "fault_remediation", "--suite", "gpu_sharing_dra",
                    "--keep-cluster",
                    "--signing-key", str(key.private_path), "--evidence", str(tmp_path / "ev"), "--json"])
-        out = json.loads(capsys.readouterr().out)
+        captured = capsys.readouterr()
+        sys.stderr.write(captured.err)  # certify's progress, shown again should the test fail
+        out = json.loads(captured.out)
         suites = {s["name"]: s for s in out["suites"]}
         failed = [(s, c["name"], c["reason"]) for s in suites.values() for c in s["cases"] if c["result"] != "passed"]
         if failed:  # the cluster is kept: gpu-health's controller log says what it did, step by step

@@ -9,6 +9,7 @@ own commands run on the host. The cluster goes with the certification, the host'
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from pathlib import Path
 
@@ -38,7 +39,9 @@ def test_slurm_certifies_on_kind_with_its_daemons_in_pods(engine_up: None, tmp_p
     try:
         rc = main(["certify", "slurm@0.2.1", "--cluster", "kind", "--cluster-name", name,
                    "--signing-key", str(key.private_path), "--evidence", str(tmp_path / "ev"), "--json"])
-        out = json.loads(capsys.readouterr().out)
+        captured = capsys.readouterr()
+        sys.stderr.write(captured.err)  # certify's progress, shown again should the test fail
+        out = json.loads(captured.out)
         # a step that failed before the suite (services, install) names its cause here
         steps = [(s["name"], s["result"], [c["reason"] for c in s["cases"] if c["result"] != "passed"])
                  for s in out["suites"]]
