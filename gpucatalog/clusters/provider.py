@@ -27,7 +27,7 @@ never sees a provider, only the kubeconfig and the callables certification hands
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -88,8 +88,10 @@ class StartsServices(Protocol):
     """A provider that runs services a bundle calls for (Slurm for Slinky CRs: on the sim's host, in
     kind's pods)."""
 
-    def start_services(self, objects: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Start what the rendered ``objects`` call for; returns one line per service started."""
+    def start_services(self, objects: Sequence[Mapping[str, Any]],
+                       progress: Callable[[str], None] | None = None) -> list[str]:
+        """Start what the rendered ``objects`` call for, saying each long step (a build) to
+        ``progress``; returns one line per service started."""
         ...
 
 

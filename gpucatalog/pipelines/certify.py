@@ -204,7 +204,7 @@ def _add_node_groups(prov: providers.ClusterProvider, kind: str, groups: list[An
 def _start_services(prov: providers.ClusterProvider, rb: render.RenderedBundle, say: Say) -> list[str]:
     if not isinstance(prov, providers.StartsServices):
         return []
-    started: list[str] = list(prov.start_services([o for c in rb.components for o in c.objects]))
+    started: list[str] = list(prov.start_services([o for c in rb.components for o in c.objects], progress=say))
     for line in started:
         say(f"started {line}")
     return started

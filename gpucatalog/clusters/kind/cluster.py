@@ -205,7 +205,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
         self._delete(build.ensure("kind"))
 
     # -- images and Slurm (before a bundle's install) -------------------------------------------
-    def start_services(self, objects: Sequence[Mapping[str, Any]]) -> list[str]:
+    def start_services(self, objects: Sequence[Mapping[str, Any]], progress: Progress | None = None) -> list[str]:
         """Build the images the bundle's pods name (and the suites' pause image) that can be built
         here from pinned sources, and load them into every node; one line per image. Images the
         engine can pull are left to it. Slinky CRs (the ``slurm`` bundle): the Slurm cluster
@@ -227,7 +227,7 @@ class KindCluster(provider.ClusterProvider, provider.ExplainsUnavailable, provid
             imagemap.save(self._image_map, self.state / "image-map.json")
         local = [r for r in refs if r in mapped or (images.buildable(r) and executor.run(
             ["docker", "pull", r], env=env, check=False, timeout=300).returncode != 0)]
-        built = images.load(build.ensure("kind"), self.cluster, local, env, self.state, _quiet, mapped)
+        built = images.load(build.ensure("kind"), self.cluster, local, env, self.state, progress or _quiet, mapped)
         if agent:
             executor.run([build.ensure("kubectl"), "--kubeconfig", self.kubeconfig(), "apply", "-f", "-"],
                          input=json.dumps({"apiVersion": "v1", "kind": "List",

@@ -309,7 +309,8 @@ class SimCluster(
         return faults.inject(self.node_dir(node), "clear")
 
     # -- host services a bundle brings (a Slurm cluster: :mod:`.services`) -------------------
-    def start_services(self, objects: Sequence[Mapping[str, Any]], timeout: float = 180.0) -> list[str]:
+    def start_services(self, objects: Sequence[Mapping[str, Any]], progress: Progress | None = None,
+                       timeout: float = 180.0) -> list[str]:
         """Start the host services the bundle's rendered ``objects`` call for; returns what started.
 
         Images the sim kubelet runs as a pinned toolchain binary (Kueue's manager): that binary,
@@ -323,7 +324,7 @@ class SimCluster(
         started = []
         for tool in images.tools_for(images.pod_images(objects)):
             # pods of these images run as pinned toolchain binaries: build them now, not in the kubelet
-            build.ensure(tool)
+            build.ensure(tool, progress)
             started.append(f"toolchain binary {tool} {build.versions()[tool]} for the sim kubelet")
         return started + services.start_slurm(self.layout, self.name, self.core(), objects, timeout)
 

@@ -64,6 +64,8 @@ def test_slurm_certifies_on_kind_with_its_daemons_in_pods(engine_up: None, tmp_p
         assert not any("slurm-operator" in line for line in live), live
         assert any(line.startswith("Slinky operator reconciliation: not run") for line in simulated), simulated
         assert any("in pods: slurmctld on gpucatalog-" in line and "3 slurmd" in line for line in out["cluster"]["services"])
+        # the image builds and loads were said as they went, not only once done
+        assert "kind load image-archive: " in captured.err
     finally:
         prov.down()
     # nothing of it is left on the host: the cluster, its state folder and its munged
