@@ -35,9 +35,9 @@ def wait(sup: Supervisor, what: str, probe: Callable[[], bool], timeout: float, 
 
 def start_accounting(sup: Supervisor, layout: Layout, ports: config.Ports, cluster: str, timeout: float,
                      net: config.Network = config.LOOPBACK) -> dict[str, float]:
-    """MariaDB, then slurmdbd, then ``cluster`` added to the accounting database (slurmctld
-    refuses to start accounting for a cluster it does not hold). The database password is made
-    here and written only into slurmdbd.conf, readable by root alone. Returns each step's seconds."""
+    """MariaDB, then slurmdbd, then ``cluster`` added to the accounting database, all before
+    slurmctld starts. The database password is made here and written only into slurmdbd.conf,
+    readable by root alone. Returns each step's seconds."""
     t = time.monotonic()
     password = secrets.token_hex(12)
     mariadb.start(sup, layout, ports.mysql, password, timeout)
