@@ -62,7 +62,8 @@ def node_states(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
     """(Slurm node -> its state, as ``sinfo -N`` prints it) and, when sinfo failed, the last line
     of its error ("" when it answered)."""
     res = executor.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=dict(env), check=False, timeout=30)
-    states = dict(line.split(None, 1) for line in res.stdout.splitlines() if len(line.split()) == 2)
+    rows = (line.split() for line in res.stdout.splitlines())
+    states = {row[0]: row[1] for row in rows if len(row) == 2}
     error = (res.stderr.strip().splitlines() or ["sinfo failed"])[-1] if res.returncode else ""
     return states, error
 
